@@ -1,0 +1,82 @@
+"""ipydevice: names the tensor on the wrong device when a PyTorch cell fails.
+
+In IPython or Jupyter::
+
+    %load_ext ipydevice      # a panel under every device error
+    %devices                 # where everything in the namespace lives
+
+From Python::
+
+    import ipydevice
+    d = ipydevice.diagnose(exc)   # who is on which device, where to move it, fixes
+    ipydevice.inventory()         # the namespace, grouped by device
+
+Importing this package is cheap: it imports neither torch, IPython, pandas nor
+ipywidgets. Each is imported only where it is used.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Diagnosis",
+    "Finding",
+    "Fix",
+    "Inventory",
+    "__version__",
+    "configure",
+    "diagnose",
+    "inventory",
+    "load_ipython_extension",
+    "override",
+    "unload_ipython_extension",
+]
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ipydevice.census import Inventory
+    from ipydevice.model import Diagnosis, Finding, Fix
+
+from ipydevice.settings import configure, override
+
+
+def diagnose(exc: BaseException | None = None, *, namespace: Any = None) -> Diagnosis:
+    """Explains a device error. See :func:`ipydevice.engine.diagnose`."""
+    from ipydevice.engine import diagnose as _diagnose
+
+    return _diagnose(exc, namespace=namespace)
+
+
+def inventory(namespace: Any = None, names: Any = None) -> Inventory:
+    """Where everything in a namespace lives. See :func:`ipydevice.census.inventory`."""
+    from ipydevice.census import inventory as _inventory
+
+    return _inventory(namespace, names=names)
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """``%load_ext ipydevice``: installs the panel hook and ``%devices``."""
+    from ipydevice.ipython import load
+
+    load(ipython)
+
+
+def unload_ipython_extension(ipython: Any) -> None:
+    """``%unload_ext ipydevice``: puts the shell back exactly as it was."""
+    from ipydevice.ipython import unload
+
+    unload(ipython)
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("Diagnosis", "Finding", "Fix"):
+        from ipydevice import model
+
+        return getattr(model, name)
+    if name == "Inventory":
+        from ipydevice.census import Inventory
+
+        return Inventory
+    raise AttributeError(f"module 'ipydevice' has no attribute {name!r}")

@@ -1,0 +1,242 @@
+"""From an exception to a :class:`~ipydevice.model.Diagnosis`.
+
+The pipeline: recognise the message (:mod:`ipydevice.messages`), walk the
+traceback's frames (:mod:`ipydevice.frames`), scan the objects they and the failing
+statements hold (:mod:`ipydevice.scan`), name them from the user's namespace,
+choose the target device, rank the culprits (:mod:`ipydevice.culprits`), propose
+fixes (:mod:`ipydevice.fixes`), and keep only text.
+
+The live objects (frames, tensors, modules) are held by local variables of
+:func:`diagnose` only and are dropped before it returns.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from types import TracebackType
+from typing import Any
+
+from ipydevice import probe
+from ipydevice import settings as _settings
+from ipydevice._debug import debug_enabled, describe_failure
+from ipydevice.culprits import Analysis, analyse
+from ipydevice.fixes import propose_fixes
+from ipydevice.frames import FrameView, line_operands, walk_frames
+from ipydevice.messages import MessageFacts, recognise
+from ipydevice.model import Diagnosis, Snapshot
+from ipydevice.scan import Scan
+
+__all__ = ["collect", "diagnose", "last_exception", "message_of", "recognise_exception"]
+
+_MAX_MESSAGE = 2000
+
+
+def last_exception() -> BaseException | None:
+    """The exception IPython or ``sys`` recorded last, if any."""
+    for name in ("last_exc", "last_value"):
+        exc = getattr(sys, name, None)
+        if isinstance(exc, BaseException):
+            return exc
+    return sys.exc_info()[1]
+
+
+def message_of(exc: BaseException) -> str:
+    """``str(exc)`` that survives a broken ``__str__``."""
+    try:
+        text = str(exc)
+    except Exception:
+        try:
+            text = str(exc.args[0]) if exc.args else ""
+        except Exception:
+            text = ""
+    return text
+
+
+def recognise_exception(exc: BaseException) -> tuple[BaseException, MessageFacts]:
+    """Recognises ``exc`` or, failing that, the first device error in its chain.
+
+    torch.compile and some libraries wrap the real error; the chain
+    (``__cause__``/``__context__``) is followed up to 8 links, cycles ignored.
+    """
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    first = None
+    while current is not None and id(current) not in seen and len(seen) < 8:
+        seen.add(id(current))
+        facts = recognise(message_of(current), type(current).__name__)
+        if first is None:
+            first = facts
+        if facts.is_device_error:
+            return current, facts
+        current = current.__cause__ or (None if current.__suppress_context__ else current.__context__)
+    assert first is not None
+    return exc, first
+
+
+def diagnose(
+    exc: BaseException | None = None,
+    *,
+    namespace: Mapping[str, Any] | None = None,
+) -> Diagnosis:
+    """Explains a device error: who is on which device, where it should go, and how to fix it.
+
+    Args:
+        exc: the exception; by default the last one IPython or ``sys`` recorded.
+            One without a traceback is diagnosed from its message alone.
+        namespace: where the user's names live, for naming objects and applying
+            fixes; by default IPython's ``user_ns`` in IPython, else the ``__main__``
+            module's globals reached from the traceback.
+
+    Returns:
+        A :class:`~ipydevice.model.Diagnosis`; ``is_device_error`` is False for
+        other errors (and then it has no culprits and no fixes).
+    """
+    if exc is None:
+        exc = last_exception()
+    if exc is None:
+        return Diagnosis(is_device_error=False, notes=("no exception to diagnose",))
+    exc, facts = recognise_exception(exc)
+    base = _base_fields(exc, facts)
+    if not facts.is_device_error:
+        return Diagnosis(is_device_error=False, **base)
+    settings = _settings.current()
+    views = walk_frames(exc.__traceback__, settings.max_frames)
+    try:
+        scan = collect(views, namespace if namespace is not None else default_namespace(views), settings)
+        analysis = analyse(facts, scan, views)
+        fixes = propose_fixes(facts, analysis, scan, views)
+        notes = tuple(scan.notes) + analysis.notes
+        return Diagnosis(
+            is_device_error=True,
+            target=analysis.target,
+            reference=_reference(analysis),
+            failing_module=_module_label(analysis.failing_module),
+            culprits=analysis.culprits,
+            causes=analysis.causes,
+            fixes=fixes[: settings.max_fixes],
+            snapshot=Snapshot(scan.records(), tuple(scan.notes)),
+            frames=tuple(v.summary for v in views),
+            notes=notes,
+            **base,
+        )
+    except Exception as failure:
+        if debug_enabled():
+            raise
+        return Diagnosis(
+            is_device_error=True,
+            frames=tuple(v.summary for v in views),
+            notes=(describe_failure("diagnosis", failure),),
+            **base,
+        )
+    finally:
+        del views
+
+
+def _reference(analysis: Analysis) -> str:
+    top = analysis.top_module
+    if top is not None and top.module is not None and top.module.majority() == analysis.target:
+        return top.name
+    return ""
+
+
+def _module_label(entry: Any) -> str:
+    if entry is None:
+        return ""
+    from ipydevice.probe import class_name
+
+    return f"{entry.name} ({class_name(entry.obj)})"
+
+
+def _base_fields(exc: BaseException, facts: MessageFacts) -> dict[str, Any]:
+    return {
+        "family": facts.family,
+        "exc_type": type(exc).__name__,
+        "message": message_of(exc)[:_MAX_MESSAGE],
+        "summary": facts.summary,
+        "devices": facts.devices,
+        "argument": facts.argument,
+        "op": facts.op,
+    }
+
+
+def default_namespace(views: list[FrameView]) -> Mapping[str, Any]:
+    """IPython's ``user_ns`` when running in IPython, else ``__main__``'s globals."""
+    ipython = sys.modules.get("IPython")
+    if ipython is not None:
+        try:
+            shell = ipython.get_ipython()
+            if shell is not None:
+                return shell.user_ns
+        except Exception:
+            pass
+    for view in views:
+        if view.frame.f_globals.get("__name__") == "__main__":
+            return view.frame.f_globals
+    main = sys.modules.get("__main__")
+    return vars(main) if main is not None else {}
+
+
+def collect(views: list[FrameView], namespace: Mapping[str, Any], settings: _settings.Settings) -> Scan:
+    """Scans what the frames hold, innermost first, then names it from ``namespace``."""
+    scan = Scan(settings)
+    user_indexes = [i for i, v in enumerate(views) if v.is_user]
+    innermost_user = user_indexes[-1] if user_indexes else -1
+    for index in range(len(views) - 1, -1, -1):
+        view = views[index]
+        if view.is_user:
+            _collect_user_frame(scan, view, index, innermost=index == innermost_user)
+        elif index > innermost_user:
+            _collect_library_frame(scan, view)
+    scan.name_from(namespace)
+    return scan
+
+
+def _collect_user_frame(scan: Scan, view: FrameView, index: int, innermost: bool) -> None:
+    for text, value, is_index in line_operands(view):
+        path = (("local", text),)
+        scan.add(value, path, view.label, on_line=True, operand=innermost, is_index=is_index, user=True, frame=index)
+    owner = view.self_object
+    if owner is not None:
+        scan.add(owner, (("local", "self"),), view.label, user=True)
+    for name, value in view.local_items(scan.settings.max_items):
+        scan.add(value, (("local", name),), view.label, user=True)
+
+
+def _collect_library_frame(scan: Scan, view: FrameView) -> None:
+    """Library frames add the module or optimizer they run and, for module and
+    ``torch.nn.functional`` calls, the tensors passed in; torch's deeper
+    internals only hold temporaries the user never named."""
+    owner = view.self_object
+    if owner is not None and (probe.is_module(owner) or probe.is_optimizer(owner)):
+        scan.add(owner, (("local", "self"),), view.label)
+    elif not _is_functional(view):
+        return
+    for name, value in view.arguments():
+        if isinstance(value, (tuple, list)) and name in _varargs(view):
+            for index, item in enumerate(value[: scan.settings.max_items]):
+                if probe.is_tensor(item):
+                    scan.add(item, (("local", f"{name}[{index}]"),), view.label, operand=True)
+        else:
+            scan.add(value, (("local", name),), view.label, operand=True)
+
+
+def _is_functional(view: FrameView) -> bool:
+    filename = view.summary.filename.replace("\\", "/")
+    return filename.endswith(("/nn/functional.py", "/optim/adam.py", "/optim/adamw.py", "/optim/sgd.py")) or "/optim/" in filename
+
+
+def _varargs(view: FrameView) -> set[str]:
+    code = view.frame.f_code
+    count = code.co_argcount + code.co_kwonlyargcount
+    names = set()
+    if code.co_flags & 0x04:
+        names.add(code.co_varnames[count])
+    return names
+
+
+def diagnose_traceback(exc_type: type, value: BaseException, tb: TracebackType | None) -> Diagnosis:
+    """:func:`diagnose` for ``sys.excepthook``-style arguments."""
+    if value.__traceback__ is None and tb is not None:
+        value = value.with_traceback(tb)
+    return diagnose(value)

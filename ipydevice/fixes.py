@@ -1,0 +1,318 @@
+"""Fixes for a diagnosis: code the user can read, and moves ipydevice can apply.
+
+Three scopes, best first:
+
+* ``namespace``: run once after the error, then re-run the failed cell. Tensors are
+  reassigned (``x = x.to(t)``: ``Tensor.to`` is not in place), modules are moved in
+  place, dict and tuple batches are rebuilt, optimizer state follows its
+  parameters (``step`` excepted), a meta model is materialised with ``to_empty``.
+  Offered only when the name survives a re-run: a name the cell itself rebinds
+  (``for xb, yb in loader``) would come back on the old device.
+* ``cell``: the failed cell rewritten so that it works from scratch.
+* ``source``: the line to change in a function or class (``device=`` on a factory
+  call, ``register_buffer``, ``nn.ModuleList``), with file and line.
+
+Code is built from paths with :mod:`ipydevice.paths` (keys via ``repr``), and
+checked with ``ast.parse``; applying a fix follows its steps on live objects and
+never executes the code text.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from typing import Any
+
+from ipydevice import probe
+from ipydevice.culprits import Analysis, Culprit
+from ipydevice.frames import FrameView, bound_names, failing_statement, frame_tree, header_nodes
+from ipydevice.messages import MessageFacts
+from ipydevice.model import Fix, Step
+from ipydevice.paths import Path, format_path, is_name
+from ipydevice.rewrite import add_keyword, insert_lines_before, parses, replace_span, segment
+from ipydevice.scan import Entry, Scan
+from ipydevice.sources import source_fixes
+
+__all__ = ["propose_fixes"]
+
+
+@dataclass(eq=False)
+class _Cell:
+    """The failed cell (or script) and its failing statement (transient)."""
+
+    view: FrameView
+    lines: list[str]
+    tree: ast.AST
+    stmt: ast.stmt
+    bound: set[str] = field(default_factory=set)
+
+
+@dataclass
+class _Plan:
+    steps: list[Step] = field(default_factory=list)
+    code: list[str] = field(default_factory=list)
+    names: list[str] = field(default_factory=list)
+
+    def add(self, step: Step, code: str, name: str) -> None:
+        if step not in self.steps:
+            self.steps.append(step)
+            self.code.append(code)
+            self.names.append(name)
+
+
+def propose_fixes(facts: MessageFacts, analysis: Analysis, scan: Scan, views: list[FrameView]) -> tuple[Fix, ...]:
+    """Every applicable fix, best first (see module docstring)."""
+    target = analysis.target
+    if not target:
+        return ()
+    cell = _failed_cell(views)
+    fixes: list[Fix] = []
+    family_fix = _family_cell_fix(facts, cell, target)
+    plan = _plan_moves(analysis, scan, target, cell)
+    if plan.steps:
+        fixes.append(_namespace_fix(plan, target))
+    if family_fix is not None:
+        fixes.append(family_fix)
+    cell_fix = _cell_fix(analysis, scan, target, cell)
+    if cell_fix is not None and family_fix is None:
+        fixes.append(cell_fix)
+    fixes.extend(source_fixes(analysis, scan, views))
+    meta_fix = _meta_note_fix(analysis, target)
+    if meta_fix is not None and not any(s.action == "to_empty" for s in plan.steps):
+        fixes.append(meta_fix)
+    return tuple(f for f in fixes if parses(f.code) or f.scope == "source")
+
+
+# -- namespace moves ---------------------------------------------------------------------
+
+
+def _plan_moves(analysis: Analysis, scan: Scan, target: str, cell: _Cell | None) -> _Plan:
+    plan = _Plan()
+    rebound = cell.bound if cell is not None else set()
+    by_path = {e.path: e for e in scan.entries.values() if e.named}
+    for culprit in analysis.found:
+        _plan_one(plan, culprit, by_path, target, rebound, scan)
+    return plan
+
+
+def _plan_one(plan: _Plan, culprit: Culprit, by_path: dict, target: str, rebound: set[str], scan: Scan) -> None:
+    if culprit.finding.rule == "optimizer_state" and culprit.owner is not None and culprit.owner.named:
+        _plan_optimizer(plan, culprit.owner)
+        return
+    if culprit.finding.rule == "meta_model" and culprit.owner is not None:
+        if culprit.owner.named and culprit.owner.path[0][0] == "name":
+            text = format_path(culprit.owner.path)
+            code = f"{text}.to_empty(device={target!r})  # uninitialised: load the weights next"
+            plan.add(Step("to_empty", culprit.owner.path, target), code, text)
+        return
+    entries = [culprit.owner] if culprit.finding.kind == "module" and culprit.owner is not None else culprit.entries
+    for entry in entries:
+        if not entry.named or not entry.path or entry.path[0][0] != "name":
+            continue
+        if entry.path[0][1] in rebound:
+            continue  # the cell rebinds it: only a cell fix survives a re-run
+        if entry.kind == "module" or entry.parent_kind == "module" and entry.kind != "attribute":
+            _plan_module(plan, entry, by_path, target, scan)
+        else:
+            _plan_tensor(plan, entry, by_path, target)
+
+
+def _plan_tensor(plan: _Plan, entry: Entry, by_path: dict, target: str) -> None:
+    path = entry.path
+    container = entry.container
+    if container is not None and len(path) == 2:
+        # ``batch['x']``: rebuild (or .to()) the whole batch, as the user would.
+        holder = by_path.get(path[:1]) or Entry(container, path[:1], "namespace", "container", named=True)
+        _plan_container(plan, holder, target)
+        return
+    if container is not None and isinstance(container, tuple):
+        return  # deep inside a tuple: nothing to assign to; the cell fix covers it
+    text = format_path(path)
+    plan.add(Step("reassign", path, target), f"{text} = {text}.to({target!r})", text)
+
+
+def _plan_container(plan: _Plan, entry: Entry, target: str) -> None:
+    text = format_path(entry.path)
+    obj = entry.obj
+    if not isinstance(obj, (dict, list, tuple)) and callable(getattr(type(obj), "to", None)):
+        plan.add(Step("reassign", entry.path, target), f"{text} = {text}.to({target!r})", text)
+        return
+    if isinstance(obj, dict):
+        code = f"{text} = {{k: v.to({target!r}) if torch.is_tensor(v) else v for k, v in {text}.items()}}"
+        plan.add(Step("mapping", entry.path, target), code, text)
+        return
+    fields = getattr(type(obj), "_fields", None)
+    if isinstance(obj, tuple) and isinstance(fields, tuple):
+        moved = ", ".join(f"{f}={text}.{f}.to({target!r})" for f, v in zip(fields, obj) if probe.is_tensor(v) and is_name(f))
+        plan.add(Step("sequence", entry.path, target), f"{text} = {text}._replace({moved})", text)
+        return
+    opener, closer = ("[", "]") if isinstance(obj, list) else ("tuple(", ")")
+    code = f"{text} = {opener}t.to({target!r}) if torch.is_tensor(t) else t for t in {text}{closer}"
+    plan.add(Step("sequence", entry.path, target), code, text)
+
+
+def _plan_module(plan: _Plan, entry: Entry, by_path: dict, target: str, scan: Scan) -> None:
+    held = _plain_list_holding(entry, scan)
+    if held is not None:
+        list_path, members = held
+        text = format_path(list_path)
+        for member_path, _ in members:
+            step = Step("module_to", member_path, target)
+            if step not in plan.steps:
+                plan.steps.append(step)
+        plan.code.append(f"for m in {text}:\n    m.to({target!r})")
+        plan.names.append(text)
+        return
+    owner = _outermost_module(entry, by_path)
+    if owner is None or (owner.module is not None and owner.module.dispatch_device):
+        return
+    text = format_path(owner.path)
+    if probe.tensor_facts(entry.obj)[0] == "meta" and target != "meta" or entry.obj is owner.obj and owner.module is not None and owner.module.majority() == "meta" and target != "meta":
+        # A meta tensor has no data to copy: Module.to() raises, to_empty() allocates.
+        code = f"{text}.to_empty(device={target!r})  # uninitialised: load the weights next"
+        plan.add(Step("to_empty", owner.path, target), code, text)
+        return
+    plan.add(Step("module_to", owner.path, target), f"{text}.to({target!r})", text)
+
+
+def _outermost_module(entry: Entry, by_path: dict) -> Entry | None:
+    for size in range(1, len(entry.path) + 1):
+        candidate = by_path.get(entry.path[:size])
+        if candidate is not None and candidate.module is not None:
+            return candidate
+    return None
+
+
+def _plain_list_holding(entry: Entry, scan: Scan) -> tuple[Path, list[tuple[Path, Any]]] | None:
+    for other in scan.entries.values():
+        if other.module is None or not other.named:
+            continue
+        for list_rel, members, _ in other.module.plain_lists:
+            if any(module is entry.obj for _, module in members):
+                base = other.path
+                return (*base, *list_rel), [((*base, *rel), m) for rel, m in members]
+    return None
+
+
+def _plan_optimizer(plan: _Plan, owner: Entry) -> None:
+    text = format_path(owner.path)
+    code = (
+        f"for p, state in {text}.state.items():\n"
+        "    for k, v in state.items():\n"
+        '        if torch.is_tensor(v) and k != "step":\n'
+        "            state[k] = v.to(p.device)"
+    )
+    plan.add(Step("optimizer_state", owner.path, ""), code, f"{text}.state")
+
+
+def _namespace_fix(plan: _Plan, target: str) -> Fix:
+    names = plan.names
+    shown = names[0] if len(names) == 1 else ", ".join(names[:-1]) + f" and {names[-1]}"
+    if len(names) > 3:
+        shown = f"{len(names)} objects"
+    title = f"Move {shown} to {target}" if target else f"Move {shown}"
+    return Fix(title=title, code="\n".join(plan.code), scope="namespace", steps=tuple(plan.steps))
+
+
+# -- cell rewrites -----------------------------------------------------------------------
+
+
+def _failed_cell(views: list[FrameView]) -> _Cell | None:
+    for view in views:
+        if view.is_user and view.is_module_level:
+            parsed = frame_tree(view)
+            found = failing_statement(view)
+            if parsed is None or found is None:
+                return None
+            lines = _source_lines(view)
+            return _Cell(view, lines, parsed[0], found[0], bound_names(parsed[0]))
+    return None
+
+
+def _source_lines(view: FrameView) -> list[str]:
+    import linecache
+
+    lines = linecache.getlines(view.frame.f_code.co_filename, view.frame.f_globals)
+    return [line if line.endswith("\n") else line + "\n" for line in lines]
+
+
+def _cell_fix(analysis: Analysis, scan: Scan, target: str, cell: _Cell | None) -> Fix | None:
+    """Moves the culprits right before the failing statement, inside any loop."""
+    if cell is None:
+        return None
+    plan = _Plan()
+    by_path = {e.path: e for e in scan.entries.values() if e.named}
+    for culprit in analysis.found:
+        _plan_one(plan, culprit, by_path, target, set(), scan)
+    if not plan.code:
+        return None
+    new_lines: list[str] = []
+    for code in plan.code:
+        new_lines.extend(code.splitlines())
+    rewritten = insert_lines_before(cell.lines, cell.stmt, new_lines)
+    names = ", ".join(plan.names)
+    return _cell_result(cell, rewritten, f"Move {names} to {target} in the cell, before the line that failed")
+
+
+def _cell_result(cell: _Cell, rewritten: list[str], title: str) -> Fix:
+    return Fix(
+        title=title,
+        code="".join(rewritten).rstrip("\n") + "\n",
+        scope="cell",
+        location=cell.view.label,
+        original="".join(cell.lines),
+        filename=cell.view.summary.filename,
+        lineno=1,
+        end_lineno=len(cell.lines),
+    )
+
+
+def _family_cell_fix(facts: MessageFacts, cell: _Cell | None, target: str) -> Fix | None:
+    if cell is None:
+        return None
+    if facts.family == "load_location":
+        return _map_location_fix(cell, target)
+    if facts.family == "numpy_conversion":
+        return _numpy_fix(cell)
+    return None
+
+
+def _calls_in(cell: _Cell) -> list[ast.Call]:
+    calls = []
+    for part in header_nodes(cell.stmt):
+        calls.extend(n for n in ast.walk(part) if isinstance(n, ast.Call))
+    return calls
+
+
+def _map_location_fix(cell: _Cell, target: str) -> Fix | None:
+    for call in _calls_in(cell):
+        name = call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", "")
+        if name == "load" and not any(k.arg == "map_location" for k in call.keywords):
+            rewritten = add_keyword(cell.lines, call, f"map_location={target!r}")
+            return _cell_result(cell, rewritten, f"Load the checkpoint onto {target} with map_location")
+    return None
+
+
+def _numpy_fix(cell: _Cell) -> Fix | None:
+    for call in _calls_in(cell):
+        if isinstance(call.func, ast.Attribute) and call.func.attr == "numpy" and not call.args:
+            base = segment(cell.lines, call.func.value)
+            rewritten = replace_span(cell.lines, call, f"{base}.detach().cpu().numpy()")
+            return _cell_result(cell, rewritten, "Copy the tensor to the CPU before .numpy()")
+    return None
+
+
+def _meta_note_fix(analysis: Analysis, target: str) -> Fix | None:
+    top = analysis.top_module
+    if top is None or top.module is None or not top.named or len(top.path) != 1:
+        return None
+    if top.module.majority() != "meta" or target == "meta":
+        return None
+    text = format_path(top.path)
+    code = f"{text}.to_empty(device={target!r})\n# to_empty allocates uninitialised memory: load the weights next, e.g.\n# {text}.load_state_dict(state_dict)"
+    return Fix(
+        title=f"Materialise {text} on {target} (it is on the meta device and holds no data)",
+        code=code,
+        scope="namespace",
+        steps=(Step("to_empty", top.path, target),),
+    )

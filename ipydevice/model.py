@@ -1,0 +1,309 @@
+"""The plain data ipydevice produces: records, findings, fixes, snapshots.
+
+Contract: every class here is a frozen, slotted dataclass whose fields hold only
+``str``, ``int``, ``float``, ``bool``, ``None`` and tuples of those or of other model
+objects. No tensor, module, frame, traceback or exception is ever stored, so a
+diagnosis kept in ``Out`` or in a widget keeps no GPU memory alive.
+
+Imports nothing beyond the standard library.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+__all__ = [
+    "ApplyResult",
+    "DeviceShare",
+    "Diagnosis",
+    "Finding",
+    "Fix",
+    "FrameSummary",
+    "ObjectRecord",
+    "Snapshot",
+    "Step",
+]
+
+Path = tuple[tuple[str, Any], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceShare:
+    """How much of a module, optimizer or container lives on one device."""
+
+    device: str
+    count: int
+    nbytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectRecord:
+    """One row of a device table: a tensor, module, optimizer or container.
+
+    Attributes:
+        name: the object as the user would write it (``batch['input_ids']``,
+            ``model.encoder.layers[3].cache``), or ``pos in PosEnc.forward`` when
+            only a frame holds it.
+        kind: ``tensor``, ``parameter``, ``buffer``, ``attribute`` (a tensor attribute
+            of a module that is not registered), ``module``, ``optimizer``,
+            ``optimizer state``, ``container``.
+        type_name: the class name (``Tensor``, ``Parameter``, ``Linear``, ``dict``).
+        device: ``cuda:0``, ``cpu``, ``meta``; for modules and containers the single
+            device they live on, or ``mixed``.
+        shape: ``(32, 128)``; empty for non-tensors.
+        dtype: ``float32``; empty for non-tensors.
+        nbytes: size in bytes (metadata: numel x element size), 0 when unknown.
+        where: ``namespace`` or the frame, e.g. ``PosEnc.forward, line 12``.
+        shares: per-device breakdown for modules, optimizers and containers.
+        detail: a short note (``3 parameters, 1 buffer``; ``0-dim``).
+        path: the namespace path as accessor steps, for fixes; empty when only a
+            frame holds the object. Each step is ``('name'|'attr'|'item', key)``.
+        parent_kind: ``module`` for parameters, buffers and attributes, else empty.
+        is_index: the failing line uses it only as an index (``x[idx]``).
+    """
+
+    name: str
+    kind: str
+    type_name: str
+    device: str
+    shape: str = ""
+    dtype: str = ""
+    nbytes: int = 0
+    where: str = "namespace"
+    shares: tuple[DeviceShare, ...] = ()
+    detail: str = ""
+    path: Path = ()
+    parent_kind: str = ""
+    is_index: bool = False
+
+    @property
+    def is_scalar(self) -> bool:
+        """A 0-dim tensor: PyTorch lets a CPU one take part in any device's op."""
+        return self.shape == "()"
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain-dict form (JSON-ready)."""
+        return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class FrameSummary:
+    """One traceback frame, as text."""
+
+    filename: str
+    lineno: int
+    function: str
+    line: str
+    is_user: bool
+
+    @property
+    def label(self) -> str:
+        """``PosEnc.forward, line 12`` style."""
+        return f"{self.function}, line {self.lineno}"
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """What a scan saw: rows, in discovery order, plus truncation notes."""
+
+    records: tuple[ObjectRecord, ...] = ()
+    notes: tuple[str, ...] = field(default=())
+
+    def by_device(self) -> dict[str, list[ObjectRecord]]:
+        """Records grouped by device, devices in first-seen order."""
+        groups: dict[str, list[ObjectRecord]] = {}
+        for record in self.records:
+            groups.setdefault(record.device, []).append(record)
+        return groups
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """An object on the wrong device, or a cause that will put one there.
+
+    Attributes:
+        name: how the user would write the object (``x``, ``model.fc``, ``opt.state``).
+        device: where it is now.
+        kind: as in :class:`ObjectRecord` (``tensor``, ``module``, ``optimizer state``, ...).
+        where: ``namespace`` or the frame holding it.
+        why: one line saying what is wrong, in plain words.
+        rule: the rule that found it (``wrong_device``, ``unregistered_tensor``,
+            ``plain_list``, ``factory_without_device``, ``optimizer_state``, ...).
+        target: the device it should be on.
+        location: ``file:line`` of the code to change, for source findings.
+    """
+
+    name: str
+    device: str
+    kind: str
+    where: str
+    why: str
+    rule: str = "wrong_device"
+    target: str = ""
+    location: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain-dict form (JSON-ready)."""
+        return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One move that :meth:`Fix.apply` performs on a live object, by reference.
+
+    Attributes:
+        action: ``reassign`` (``x = x.to(t)``), ``module_to`` (in place),
+            ``to_empty`` (materialise a meta module), ``optimizer_state`` (state
+            tensors to their parameters' devices, ``step`` kept), ``mapping``
+            (rebuild a dict with its tensors moved), ``sequence`` (rebuild a tuple
+            or list with its tensors moved).
+        path: where the object is, from the user's namespace.
+        target: the device to move to.
+    """
+
+    action: str
+    path: Path
+    target: str
+
+
+@dataclass(frozen=True, slots=True)
+class ApplyResult:
+    """What :meth:`Fix.apply` did."""
+
+    ok: bool
+    message: str
+    moved: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Fix:
+    """A way out, as code the user can read, copy, insert or apply.
+
+    Attributes:
+        title: what the fix does, in plain words.
+        code: Python to run. For ``cell`` fixes, the whole rewritten cell; for
+            ``source`` fixes, the replacement for lines ``lineno..end_lineno``.
+        scope: ``namespace`` (run once after the error, then re-run the cell),
+            ``cell`` (the failed cell rewritten) or ``source`` (change a function or
+            class where ``location`` says).
+        location: ``file:line`` for source fixes, the cell's name for cell fixes.
+        steps: the moves :meth:`apply` performs; empty when it cannot be applied.
+        original: the text that ``code`` replaces (cell and source fixes).
+        filename: the file of a source or cell fix.
+        lineno: first line replaced (1-based), 0 when not applicable.
+        end_lineno: last line replaced.
+    """
+
+    title: str
+    code: str
+    scope: str
+    location: str = ""
+    steps: tuple[Step, ...] = ()
+    original: str = ""
+    filename: str = ""
+    lineno: int = 0
+    end_lineno: int = 0
+
+    @property
+    def can_apply(self) -> bool:
+        """True when :meth:`apply` can perform this fix on live objects."""
+        return bool(self.steps)
+
+    def apply(self, namespace: dict[str, Any]) -> ApplyResult:
+        """Performs the fix on the live objects found through ``namespace``.
+
+        Objects are moved by reference (``.to()``, ``to_empty()``, reassignment into
+        the namespace or the owning container); no generated code is ever run.
+        Never raises: a failure is reported in the result.
+        """
+        from ipydevice.apply import apply_steps
+
+        return apply_steps(self.steps, namespace)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain-dict form (JSON-ready)."""
+        return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class Diagnosis:
+    """ipydevice's answer to one exception. See :func:`ipydevice.diagnose`.
+
+    Attributes:
+        is_device_error: the exception is a device-placement error.
+        family: which kind of device error (see ``ipydevice.messages.FAMILIES``).
+        exc_type: the exception's class name.
+        message: the exception's message (first 2,000 characters).
+        summary: what the message means, in one line.
+        devices: the devices the message names.
+        argument: the argument the message names (``mat1``, ``index``, ``weight``).
+        op: the operation the message names.
+        target: the device things should move to (``cuda:0``), or empty.
+        reference: the object already on the target, usually the model (``model``).
+        failing_module: the module whose forward failed (``model.fc (Linear)``).
+        culprits: objects on the wrong device, best first.
+        causes: findings about why (unregistered buffers, factory calls, ...).
+        fixes: ways out, best first.
+        snapshot: every object involved, as rows.
+        frames: the traceback, as text, innermost last.
+        notes: truncations and caveats.
+    """
+
+    is_device_error: bool
+    family: str | None = None
+    exc_type: str = ""
+    message: str = ""
+    summary: str = ""
+    devices: tuple[str, ...] = ()
+    argument: str | None = None
+    op: str | None = None
+    target: str = ""
+    reference: str = ""
+    failing_module: str = ""
+    culprits: tuple[Finding, ...] = ()
+    causes: tuple[Finding, ...] = ()
+    fixes: tuple[Fix, ...] = ()
+    snapshot: Snapshot = field(default_factory=Snapshot)
+    frames: tuple[FrameSummary, ...] = ()
+    notes: tuple[str, ...] = ()
+
+    @property
+    def records(self) -> tuple[ObjectRecord, ...]:
+        """The rows of the snapshot."""
+        return self.snapshot.records
+
+    @property
+    def headline(self) -> str:
+        """One sentence: who is where, and where it should go."""
+        from ipydevice.render.text import headline
+
+        return headline(self)
+
+    def table(self) -> Any:
+        """Every object in the snapshot as a pandas DataFrame (culprits first)."""
+        from ipydevice.render.table import diagnosis_table
+
+        return diagnosis_table(self)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain-dict form (JSON-ready)."""
+        return asdict(self)
+
+    def __str__(self) -> str:
+        from ipydevice.render.text import render_diagnosis
+
+        return render_diagnosis(self)
+
+    def __repr__(self) -> str:
+        if not self.is_device_error:
+            return f"<Diagnosis: not a device error ({self.exc_type})>"
+        return f"<Diagnosis {self.family}: {self.headline}>"
+
+    def _repr_html_(self) -> str:
+        from ipydevice.render.html import render_diagnosis_html
+
+        return render_diagnosis_html(self)
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+        return {"text/plain": str(self), "text/html": self._repr_html_()}

@@ -1,0 +1,135 @@
+"""A diagnosis or an inventory as plain text: for terminals, logs and ``text/plain``.
+
+Deterministic, no ANSI codes unless asked, columns fitted to ``width``. Takes model
+objects only; never touches torch or IPython.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ipydevice.model import Diagnosis, Finding, ObjectRecord
+from ipydevice.probe import format_bytes
+
+__all__ = ["columns", "headline", "render_diagnosis", "shares_text"]
+
+SCOPE_HINTS = {
+    "namespace": "run once, then re-run the cell",
+    "cell": "the failed cell, rewritten",
+    "source": "change the code",
+}
+
+
+def _names(findings: Sequence[Finding]) -> str:
+    names = [f"`{f.name}`" for f in findings[:3]]
+    if len(findings) > 3:
+        names.append(f"{len(findings) - 3} more")
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def headline(d: Diagnosis) -> str:
+    """The one sentence that says who is where and what to do."""
+    if not d.is_device_error:
+        return f"not a device error ({d.exc_type})"
+    if d.family == "load_location":
+        where = d.devices[0] if d.devices else "another device"
+        return f"the checkpoint was saved from {where} tensors: load it with map_location={d.target!r}"
+    if d.family == "numpy_conversion" and not d.culprits:
+        return "NumPy only reads CPU memory: copy the tensor with .detach().cpu() before .numpy()"
+    if not d.culprits:
+        devices = " and ".join(dict.fromkeys(d.devices)) or "two devices"
+        tail = f"; everything should be on {d.target}" if d.target else ""
+        return f"tensors on {devices} met in one operation{tail}"
+    culprits = [f for f in d.culprits if f.rule != "optimizer_state"] or list(d.culprits)
+    devices = sorted({f.device for f in culprits})
+    verb = "is" if len(culprits) == 1 else "are"
+    text = f"{_names(culprits)} {verb} on {', '.join(devices)}"
+    if d.reference:
+        text += f", `{d.reference}` is on {d.target}"
+    pronoun = "it" if len(culprits) == 1 else "them"
+    return f"{text}: move {pronoun} to {d.target}"
+
+
+def shares_text(record: ObjectRecord) -> str:
+    """``cuda:0 ×12 (1.2 GB), cpu ×2 (16 B)`` for a module or container."""
+    return ", ".join(f"{s.device} ×{s.count} ({format_bytes(s.nbytes)})" for s in record.shares)
+
+
+def columns(rows: Sequence[Sequence[str]], width: int) -> list[str]:
+    """Left-aligned columns; the last column is cut to fit ``width``."""
+    if not rows:
+        return []
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = []
+    for row in rows:
+        cells = [cell.ljust(widths[i]) for i, cell in enumerate(row[:-1])]
+        line = "  ".join([*cells, row[-1]]).rstrip()
+        lines.append(line if len(line) <= width else line[: width - 1] + "…")
+    return lines
+
+
+def record_row(record: ObjectRecord, culprit_names: set[str]) -> list[str]:
+    """One table row as strings: mark, name, kind, device, shape, dtype, size, where."""
+    mark = "✗" if record.name in culprit_names else " "
+    device = record.device if not record.shares or len(record.shares) == 1 else shares_text(record)
+    size = format_bytes(record.nbytes) if record.nbytes else ""
+    return [mark, record.name, record.kind, device or "-", record.shape, record.dtype, size, record.where]
+
+
+def ordered_records(d: Diagnosis) -> list[ObjectRecord]:
+    """Culprits first, then the rest in discovery order."""
+    culprit_names = {f.name for f in d.culprits}
+    first = [r for r in d.records if r.name in culprit_names]
+    return first + [r for r in d.records if r.name not in culprit_names]
+
+
+def render_diagnosis(d: Diagnosis, width: int = 100, max_rows: int | None = None) -> str:
+    """The full text report."""
+    if not d.is_device_error:
+        return f"ipydevice: {headline(d)}"
+    from ipydevice.settings import current
+
+    limit = max_rows or current().max_rows
+    out = [f"ipydevice · device error ({d.family})", f"  {headline(d)}", ""]
+    first_line = d.message.splitlines()[0] if d.message else ""
+    out.append(f"  {d.exc_type}: {first_line}"[:width])
+    if d.failing_module:
+        out.append(f"  failed in {d.failing_module}")
+    out += _culprit_lines(d, width)
+    out += _table_lines(d, width, limit)
+    out += _fix_lines(d)
+    if d.notes:
+        out += ["", "  Notes", *(f"    - {note}" for note in d.notes)]
+    return "\n".join(out)
+
+
+def _culprit_lines(d: Diagnosis, width: int) -> list[str]:
+    findings = list(d.culprits) + [c for c in d.causes if c.name not in {f.name for f in d.culprits}]
+    if not findings:
+        return []
+    rows = [["✗" if f in d.culprits else "·", f.name, f.device, f.why + (f"  [{f.location}]" if f.location else "")] for f in findings]
+    return ["", "  On the wrong device", *("    " + line for line in columns(rows, width - 4))]
+
+
+def _table_lines(d: Diagnosis, width: int, limit: int) -> list[str]:
+    records = ordered_records(d)
+    if not records:
+        return []
+    culprit_names = {f.name for f in d.culprits}
+    header = ["", "name", "kind", "device", "shape", "dtype", "size", "where"]
+    rows = [header] + [record_row(r, culprit_names) for r in records[:limit]]
+    lines = ["", "  Objects involved", *("    " + line for line in columns(rows, width - 4))]
+    if len(records) > limit:
+        lines.append(f"    … {len(records) - limit} more (d.table() lists all)")
+    return lines
+
+
+def _fix_lines(d: Diagnosis) -> list[str]:
+    if not d.fixes:
+        return []
+    lines = ["", "  Fixes"]
+    for number, fix in enumerate(d.fixes, 1):
+        where = f", {fix.location}" if fix.location and fix.scope == "source" else ""
+        lines.append(f"    {number}. {fix.title}  [{SCOPE_HINTS.get(fix.scope, fix.scope)}{where}]")
+        lines.extend("         " + code for code in fix.code.rstrip("\n").splitlines())
+    return lines

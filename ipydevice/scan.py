@@ -1,0 +1,530 @@
+"""Bounded walks over live objects: tensors, modules, optimizers, containers.
+
+A :class:`Scan` is transient: while one diagnosis or inventory runs it holds the
+objects it was given, then :meth:`Scan.records` turns what it saw into
+:class:`~ipydevice.model.ObjectRecord` rows (strings and numbers) and the scan is
+dropped. Every walk is bounded by :mod:`ipydevice.settings` (objects visited,
+items per container, depth, modules per tree) and reports truncation in
+``notes``. All facts come from :mod:`ipydevice.probe`, which reads metadata only.
+
+Names follow what the user would type: a namespace path when one reaches the
+object (``batch['input_ids']``, ``model.encoder.layers[3].cache``), else the local
+name and its function (``pos in PosEnc.forward``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ipydevice import probe
+from ipydevice.model import DeviceShare, ObjectRecord
+from ipydevice.paths import Path, format_path, is_key
+from ipydevice.settings import Settings
+
+__all__ = ["Entry", "ModuleView", "OptimizerView", "Scan", "SKIP_NAMES"]
+
+#: Namespace names that are IPython's own bookkeeping, never the user's objects.
+SKIP_NAMES = frozenset({"In", "Out", "exit", "quit", "get_ipython"})
+
+#: Module attributes that are torch's own machinery, not user state.
+_MODULE_INTERNALS = frozenset({"_parameters", "_buffers", "_modules", "training"})
+
+_UNWALKED_TYPES = (str, bytes, bytearray, int, float, complex, bool, type(None), range)
+
+
+@dataclass(eq=False)
+class ModuleView:
+    """What a module holds, split the way ``.to()`` sees it (transient)."""
+
+    registered: list[tuple[Path, Any, str]] = field(default_factory=list)
+    attributes: list[tuple[Path, Any, Any]] = field(default_factory=list)
+    plain_lists: list[tuple[Path, list[tuple[Path, Any]], Any]] = field(default_factory=list)
+    dispatch_device: str = ""
+    truncated: bool = False
+
+    def shares(self) -> tuple[DeviceShare, ...]:
+        """Registered parameters and buffers per device, biggest count first."""
+        return _shares(t for _, t, _ in self.registered)
+
+    def majority(self) -> str:
+        """The device most registered tensors live on ('' when none)."""
+        shares = self.shares()
+        return shares[0].device if shares else ""
+
+
+@dataclass(eq=False)
+class OptimizerView:
+    """An optimizer's parameters and state, state compared per parameter (transient)."""
+
+    params: list[Any] = field(default_factory=list)
+    state: list[tuple[Any, str, Any, bool]] = field(default_factory=list)
+
+    def misplaced(self) -> list[tuple[Any, str, str, str]]:
+        """``(param, key, state_device, param_device)`` for state away from its param.
+
+        ``step`` is exempt unless the group is capturable or fused: PyTorch keeps it
+        as a CPU scalar on purpose.
+        """
+        out = []
+        for param, key, tensor, step_exempt in self.state:
+            if key == "step" and step_exempt:
+                continue
+            state_dev = probe.tensor_facts(tensor)[0]
+            param_dev = probe.tensor_facts(param)[0]
+            if state_dev != param_dev:
+                out.append((param, key, state_dev, param_dev))
+        return out
+
+
+@dataclass(eq=False)
+class Entry:
+    """One object seen by a scan (transient: holds the live object)."""
+
+    obj: Any
+    path: Path
+    where: str
+    kind: str
+    parent_kind: str = ""
+    operand: bool = False
+    on_line: bool = False
+    is_index: bool = False
+    order: int = 0
+    named: bool = False
+    owner: Entry | None = None
+    user: bool = False
+    frame: int = 1_000
+    container: Any = None
+    module: ModuleView | None = None
+    optimizer: OptimizerView | None = None
+
+    @property
+    def name(self) -> str:
+        text = format_path(self.path)
+        if self.named or not self.path or self.path[0][0] != "local":
+            return text
+        return f"{text} in {self.where}"
+
+
+class Scan:
+    """Collects entries from frames and namespaces, then names and records them."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.entries: dict[int, Entry] = {}
+        self.notes: list[str] = []
+        self._visits = 0
+        self._warned: set[str] = set()
+
+    # -- collecting ---------------------------------------------------------------
+
+    def add(self, obj: Any, path: Path, where: str, **flags: Any) -> Entry | None:
+        """Adds ``obj`` (and what it holds) unless already seen; returns its entry."""
+        entry = self.entries.get(id(obj))
+        if entry is not None:
+            entry.operand |= bool(flags.get("operand"))
+            entry.on_line |= bool(flags.get("on_line"))
+            entry.is_index |= bool(flags.get("is_index"))
+            entry.frame = min(entry.frame, int(flags.get("frame", 1_000)))
+            if flags.get("user") and not entry.user and not entry.named and not entry.parent_kind:
+                # A user's frame names it better than torch's (``batch in predict``
+                # rather than ``input in Linear.forward``).
+                entry.path, entry.where, entry.user = path, where, True
+            return entry
+        kind = _kind_of(obj)
+        if kind is None:
+            return None
+        entry = Entry(obj, path, where, kind, order=len(self.entries), **flags)
+        self.entries[id(obj)] = entry
+        if kind == "module":
+            entry.module = self._module_view(entry)
+        elif kind == "optimizer":
+            entry.optimizer = _optimizer_view(obj)
+        elif kind == "container":
+            self._add_children(entry, flags)
+        return entry
+
+    def _add_children(self, parent: Entry, flags: dict) -> None:
+        depth = sum(1 for step in parent.path if step[0] != "local")
+        if depth >= self.settings.max_depth:
+            return
+        inherited = {k: v for k, v in flags.items() if k in ("operand", "on_line")}
+        for step, child in self._children(parent.obj, format_path(parent.path)):
+            if self._spent():
+                return
+            if _kind_of(child) is None or id(child) in self.entries:
+                continue
+            entry = self.add(child, (*parent.path, step), parent.where, owner=parent, user=parent.user, **inherited)
+            if entry is not None:
+                entry.owner = parent
+
+    def _module_view(self, owner: Entry) -> ModuleView:
+        module, path, where = owner.obj, owner.path, owner.where
+        view = ModuleView()
+        count = 0
+        stack: list[tuple[Any, Path]] = [(module, ())]
+        seen: set[int] = set()
+        while stack:
+            current, rel = stack.pop()
+            if id(current) in seen:
+                continue
+            seen.add(id(current))
+            count += 1
+            if count > self.settings.max_modules:
+                view.truncated = True
+                self._note(f"{format_path(path)}: only the first {self.settings.max_modules} submodules were scanned")
+                break
+            children = self._module_level(current, rel, view)
+            stack.extend(reversed(children))
+        for rel, tensor, kind in view.registered:
+            self._record_part(tensor, (*path, *rel), owner, kind)
+        for rel, tensor, _ in view.attributes:
+            self._record_part(tensor, (*path, *rel), owner, "attribute")
+        return view
+
+    def _module_level(self, module: Any, rel: Path, view: ModuleView) -> list[tuple[Any, Path]]:
+        state = probe.module_dict(module)
+        if not view.dispatch_device and not rel:
+            view.dispatch_device = _dispatch_device(state.get("hf_device_map"))
+        for slot, kind in (("_parameters", "parameter"), ("_buffers", "buffer")):
+            for name, tensor in _dict_items(state.get(slot), self.settings.max_items):
+                if probe.is_tensor(tensor):
+                    view.registered.append(((*rel, ("attr", name)), tensor, kind))
+        children = []
+        container = probe.class_name(module)
+        for name, child in _dict_items(state.get("_modules"), self.settings.max_items):
+            if child is not None:
+                children.append((child, (*rel, _child_step(container, name))))
+        for name, value in list(state.items())[: self.settings.max_items]:
+            if name in _MODULE_INTERNALS or not isinstance(name, str) or name.startswith("_"):
+                continue
+            if probe.is_tensor(value):
+                view.attributes.append(((*rel, ("attr", name)), value, module))
+            elif isinstance(value, (list, tuple, dict)):
+                held = _held_modules(value, (*rel, ("attr", name)), self.settings.max_items)
+                if held:
+                    view.plain_lists.append(((*rel, ("attr", name)), held, module))
+        return children
+
+    def _record_part(self, tensor: Any, path: Path, owner: Entry, kind: str) -> None:
+        entry = self.entries.get(id(tensor))
+        if entry is None:
+            self.entries[id(tensor)] = Entry(
+                tensor, path, owner.where, kind, parent_kind="module", order=len(self.entries), owner=owner
+            )
+        elif not entry.parent_kind:
+            # First seen as a bare operand (``pos_weight`` of F.binary_cross_entropy_...):
+            # it belongs to this module, which is how the user reaches and moves it.
+            entry.kind, entry.parent_kind, entry.owner = kind, "module", owner
+            if not entry.named:
+                entry.path, entry.where = path, owner.where
+
+    # -- naming from the namespace --------------------------------------------------
+
+    def name_from(self, namespace: Mapping[str, Any]) -> None:
+        """Gives entries namespace paths, walking ``namespace`` breadth first.
+
+        Stops as soon as every entry has a name, or when the visit budget is spent,
+        so the cost follows the objects involved, not the namespace's size.
+        """
+        wanted = {key for key, entry in self.entries.items() if not entry.named}
+        if not wanted:
+            return
+        queue: list[tuple[Any, Path, int, Any]] = [
+            (value, (("name", name),), 0, None) for name, value in _namespace_items(namespace)
+        ]
+        visited: set[int] = set()
+        head = 0
+        while head < len(queue) and wanted and not self._spent():
+            obj, path, depth, parent = queue[head]
+            head += 1
+            if id(obj) in visited:
+                continue
+            visited.add(id(obj))
+            self._visits += 1
+            if id(obj) in wanted:
+                entry = self.entries[id(obj)]
+                wanted -= self._rename(entry, path)
+                if parent is not None and _is_container(parent):
+                    entry.container = parent
+            if depth < self.settings.max_depth:
+                children = self._children(obj, format_path(path))
+                queue.extend((child, (*path, step), depth + 1, obj) for step, child in children)
+
+    def _rename(self, entry: Entry, path: Path) -> set[int]:
+        old = entry.path
+        entry.path, entry.named = path, True
+        entry.where = "namespace"
+        renamed = {id(entry.obj)}
+        # What the entry holds was recorded under its old path: rebase it.
+        for key, other in self.entries.items():
+            if not other.named and _descends(other, entry) and other.path[: len(old)] == old:
+                other.path = (*path, *other.path[len(old) :])
+                other.named, other.where = True, "namespace"
+                renamed.add(key)
+        return renamed
+
+    # -- children of one object -------------------------------------------------------
+
+    def _children(self, obj: Any, label: str) -> Iterator[tuple[tuple[str, Any], Any]]:
+        if probe.is_tensor(obj) or isinstance(obj, _UNWALKED_TYPES):
+            return
+        if probe.is_module(obj):
+            yield from _module_children(obj, self.settings.max_items)
+            return
+        if probe.is_optimizer(obj):
+            yield ("attr", "state"), probe.module_dict(obj).get("state")
+            return
+        limit = self.settings.max_items
+        items = _container_items(obj, limit + 1)
+        if items is None:
+            return
+        if len(items) > limit:
+            self._note(f"{label}: only the first {limit} items were scanned")
+            items = items[:limit]
+        yield from items
+
+    def _spent(self) -> bool:
+        if self._visits + len(self.entries) >= self.settings.max_objects:
+            self._note(f"scan stopped after {self.settings.max_objects} objects")
+            return True
+        return False
+
+    def _note(self, text: str) -> None:
+        if text not in self._warned:
+            self._warned.add(text)
+            self.notes.append(text)
+
+    # -- results ------------------------------------------------------------------------
+
+    def records(self) -> tuple[ObjectRecord, ...]:
+        """Every entry as a row of strings and numbers."""
+        limit = self.settings.max_items
+        rows = (record_of(e, limit) for e in sorted(self.entries.values(), key=lambda e: e.order))
+        # A container that holds no tensor (``kwargs`` of a library frame) is noise.
+        return tuple(r for r in rows if r.kind != "container" or r.shares)
+
+
+# -- helpers ----------------------------------------------------------------------------
+
+
+def _descends(entry: Entry, ancestor: Entry) -> bool:
+    seen = 0
+    owner = entry.owner
+    while owner is not None and seen < 64:
+        if owner is ancestor:
+            return True
+        owner, seen = owner.owner, seen + 1
+    return False
+
+
+def _kind_of(obj: Any) -> str | None:
+    if probe.is_tensor(obj):
+        return "parameter" if probe.class_name(obj) == "Parameter" else "tensor"
+    if probe.is_module(obj):
+        return "module"
+    if probe.is_optimizer(obj):
+        return "optimizer"
+    if _is_container(obj):
+        return "container"
+    return None
+
+
+def _is_container(obj: Any) -> bool:
+    kind = type(obj)
+    if issubclass(kind, (dict, list, tuple)):
+        return True
+    try:
+        if issubclass(kind, Mapping) and callable(getattr(kind, "to", None)):
+            return True
+    except Exception:
+        return False
+    return dataclasses.is_dataclass(kind) and not isinstance(obj, type)
+
+
+def _container_items(obj: Any, limit: int) -> list[tuple[tuple[str, Any], Any]] | None:
+    """Up to ``limit`` (step, child) pairs of a container, or None if not one."""
+    kind = type(obj)
+    try:
+        if issubclass(kind, tuple) and hasattr(kind, "_fields"):
+            return [(("attr", name), value) for name, value in zip(kind._fields, tuple.__iter__(obj))][:limit]
+        if issubclass(kind, (list, tuple)):
+            out = []
+            for index, value in enumerate(list.__iter__(obj) if issubclass(kind, list) else tuple.__iter__(obj)):
+                if index >= limit:
+                    break
+                out.append((("item", index), value))
+            return out
+        if issubclass(kind, dict):
+            return [(("item", k), v) for k, v in _dict_items(obj, limit) if is_key(k)]
+        if issubclass(kind, Mapping):
+            data = probe.module_dict(obj).get("data")
+            if isinstance(data, dict):
+                return [(("item", k), v) for k, v in _dict_items(data, limit) if is_key(k)]
+            return None
+        if dataclasses.is_dataclass(kind):
+            names = [f.name for f in dataclasses.fields(kind)][:limit]
+            state = probe.module_dict(obj)
+            return [(("attr", n), state[n]) for n in names if n in state]
+    except Exception:
+        return None
+    return None
+
+
+def _dict_items(mapping: Any, limit: int) -> list[tuple[Any, Any]]:
+    if not isinstance(mapping, dict):
+        return []
+    out = []
+    try:
+        for key, value in dict.items(mapping):
+            if len(out) >= limit:
+                break
+            out.append((key, value))
+    except Exception:
+        return out
+    return out
+
+
+def _child_step(container: str, name: str) -> tuple[str, Any]:
+    if container in ("ModuleList", "Sequential") and name.isdigit():
+        return ("item", int(name))
+    if container == "ModuleDict" or not name.isidentifier():
+        return ("item", name)
+    return ("attr", name)
+
+
+def _module_children(module: Any, limit: int) -> Iterator[tuple[tuple[str, Any], Any]]:
+    state = probe.module_dict(module)
+    container = probe.class_name(module)
+    for name, child in _dict_items(state.get("_modules"), limit):
+        if child is not None:
+            yield _child_step(container, name), child
+    for slot in ("_parameters", "_buffers"):
+        for name, tensor in _dict_items(state.get(slot), limit):
+            if tensor is not None:
+                yield ("attr", name), tensor
+    for name, value in list(state.items())[:limit]:
+        if isinstance(name, str) and not name.startswith("_") and name not in _MODULE_INTERNALS:
+            if probe.is_tensor(value) or isinstance(value, (list, tuple, dict)) or probe.is_optimizer(value):
+                yield ("attr", name), value
+
+
+def _held_modules(value: Any, path: Path, limit: int) -> list[tuple[Path, Any]]:
+    items = _container_items(value, limit) or []
+    return [((*path, step), child) for step, child in items if probe.is_module(child)]
+
+
+def _dispatch_device(device_map: Any) -> str:
+    """The first execution device of an accelerate/transformers ``hf_device_map``."""
+    if not isinstance(device_map, dict):
+        return ""
+    for value in dict.values(device_map):
+        if isinstance(value, int) and not isinstance(value, bool):
+            return f"cuda:{value}"
+        if isinstance(value, str) and value not in ("disk",):
+            return value if ":" in value or value in ("cpu", "meta", "mps") else value
+        return probe.device_str(value)
+    return ""
+
+
+def _optimizer_view(opt: Any) -> OptimizerView:
+    view = OptimizerView()
+    state = probe.module_dict(opt)
+    groups = state.get("param_groups")
+    exempt: dict[int, bool] = {}
+    for group in groups if isinstance(groups, list) else []:
+        if not isinstance(group, dict):
+            continue
+        step_exempt = not (group.get("capturable") or group.get("fused"))
+        for param in group.get("params", []) if isinstance(group.get("params"), list) else []:
+            view.params.append(param)
+            exempt[id(param)] = step_exempt
+    for param, per_param in _dict_items(state.get("state"), 100_000):
+        if not isinstance(per_param, dict):
+            continue
+        for key, value in _dict_items(per_param, 64):
+            if probe.is_tensor(value):
+                view.state.append((param, str(key), value, exempt.get(id(param), True)))
+    return view
+
+
+def _namespace_items(namespace: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    out = []
+    try:
+        items = list(namespace.items())
+    except Exception:
+        return out
+    for name, value in items:
+        if not isinstance(name, str) or name.startswith("_") or name in SKIP_NAMES:
+            continue
+        if isinstance(value, type) or callable(value) and not probe.is_module(value):
+            continue
+        out.append((name, value))
+    return out
+
+
+def _shares(tensors: Any) -> tuple[DeviceShare, ...]:
+    counts: Counter[str] = Counter()
+    sizes: Counter[str] = Counter()
+    for tensor in tensors:
+        device, _, _, nbytes, _ = probe.tensor_facts(tensor)
+        counts[device] += 1
+        sizes[device] += nbytes
+    ordered = sorted(counts, key=lambda d: (-counts[d], -sizes[d], d))
+    return tuple(DeviceShare(d, counts[d], sizes[d]) for d in ordered)
+
+
+def record_of(entry: Entry, limit: int = 200) -> ObjectRecord:
+    """Turns one transient entry into a row of strings and numbers."""
+    obj = entry.obj
+    base = {"name": entry.name, "kind": entry.kind, "type_name": probe.class_name(obj), "where": entry.where}
+    base.update(path=entry.path if entry.named else (), parent_kind=entry.parent_kind, is_index=entry.is_index)
+    if entry.kind in ("tensor", "parameter", "buffer", "attribute"):
+        device, shape, dtype, nbytes, detail = probe.tensor_facts(obj)
+        return ObjectRecord(device=device, shape=shape, dtype=dtype, nbytes=nbytes, detail=detail, **base)
+    if entry.module is not None:
+        shares = entry.module.shares()
+        detail = _module_detail(entry.module)
+        return ObjectRecord(device=_one_device(shares), nbytes=sum(s.nbytes for s in shares), shares=shares, detail=detail, **base)
+    if entry.optimizer is not None:
+        shares = _shares(entry.optimizer.params)
+        detail = f"{len(entry.optimizer.params)} parameters, {len(entry.optimizer.state)} state tensors"
+        return ObjectRecord(device=_one_device(shares), shares=shares, detail=detail, **base)
+    items = _container_items(obj, limit + 1) or []
+    shares = _shares(child for _, child in items[:limit] if probe.is_tensor(child))
+    size = _safe_len(obj)
+    detail = f"{size} items" if size >= 0 else ""
+    if len(items) > limit:
+        detail += f" (first {limit} scanned)"
+    return ObjectRecord(
+        device=_one_device(shares), nbytes=sum(s.nbytes for s in shares), shares=shares, detail=detail, **base
+    )
+
+
+def _safe_len(obj: Any) -> int:
+    for base in (list, tuple, dict):
+        if isinstance(obj, base):
+            return base.__len__(obj)
+    return -1
+
+
+def _one_device(shares: tuple[DeviceShare, ...]) -> str:
+    if not shares:
+        return ""
+    return shares[0].device if len(shares) == 1 else "mixed"
+
+
+def _module_detail(view: ModuleView) -> str:
+    params = sum(1 for _, _, kind in view.registered if kind == "parameter")
+    buffers = len(view.registered) - params
+    parts = [f"{params} parameters"]
+    if buffers:
+        parts.append(f"{buffers} buffers")
+    if view.attributes:
+        parts.append(f"{len(view.attributes)} unregistered tensors")
+    if view.dispatch_device:
+        parts.append("dispatched (hf_device_map)")
+    return ", ".join(parts)

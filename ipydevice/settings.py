@@ -1,0 +1,85 @@
+"""Every limit ipydevice works under, in one place.
+
+A scan, a diagnosis and a rendering are bounded by these numbers so that a huge
+namespace, a million-item list or a 32-block model costs what is *shown*, not what
+exists. Truncation is always reported to the user (see ``Snapshot.notes``).
+
+Change them with :func:`configure` (process-wide) or :func:`override` (a block);
+in IPython, ``%config IPyDevice.<name> = value`` does the same through traitlets.
+Imports nothing beyond the standard library.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["Settings", "configure", "current", "override"]
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """Limits and switches for scanning, diagnosing and rendering.
+
+    Attributes:
+        max_rows: rows shown in a table before "… N more" is printed.
+        max_depth: how deep containers and attribute chains are followed.
+        max_items: items looked at in one container (list, dict, ...).
+        max_objects: objects visited in one scan, all roots together.
+        max_frames: traceback frames walked, innermost first.
+        max_modules: submodules walked in one module tree.
+        max_fixes: fixes proposed in one diagnosis.
+        show_library_frames: also list tensors held only by library frames.
+    """
+
+    max_rows: int = 12
+    max_depth: int = 4
+    max_items: int = 200
+    max_objects: int = 5000
+    max_frames: int = 40
+    max_modules: int = 2000
+    max_fixes: int = 6
+    show_library_frames: bool = False
+
+
+_current = Settings()
+
+
+def current() -> Settings:
+    """Returns the settings in force."""
+    return _current
+
+
+def configure(**changes: Any) -> Settings:
+    """Changes settings for the rest of the process and returns the new ones.
+
+    Raises:
+        TypeError: a name that is not a setting.
+        ValueError: a limit that is not a positive integer.
+    """
+    global _current
+    _current = _validated(dataclasses.replace(_current, **changes))
+    return _current
+
+
+@contextlib.contextmanager
+def override(**changes: Any) -> Iterator[Settings]:
+    """Changes settings inside a ``with`` block only."""
+    global _current
+    saved = _current
+    _current = _validated(dataclasses.replace(saved, **changes))
+    try:
+        yield _current
+    finally:
+        _current = saved
+
+
+def _validated(settings: Settings) -> Settings:
+    for field in dataclasses.fields(settings):
+        value = getattr(settings, field.name)
+        if field.type == "int" and (not isinstance(value, int) or value < 1):
+            raise ValueError(f"ipydevice setting {field.name} must be a positive integer")
+    return settings

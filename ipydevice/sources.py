@@ -1,0 +1,269 @@
+"""Source fixes: the line in a function or class that put a tensor on the wrong device.
+
+Read with ``linecache`` and ``ast`` only (notebook cells are in ``linecache`` too);
+nothing is imported or executed. Three rules:
+
+* a local of a user function that is off-target: its assignment gets ``device=``
+  when it is a factory call (``torch.arange(n)``), else ``.to(...)``;
+* a tensor attribute that ``Module.to()`` cannot move: its assignment in the class
+  becomes ``self.register_buffer(name, value, persistent=False)`` (non-persistent,
+  so existing checkpoints still load);
+* submodules kept in a plain list or dict: wrapped in ``nn.ModuleList`` /
+  ``nn.ModuleDict`` so that ``.to()`` and ``.parameters()`` see them.
+
+Each fix carries file, first and last line, the original text and the replacement.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import inspect
+import linecache
+from typing import Any
+
+from ipydevice import probe
+from ipydevice.culprits import Analysis, Culprit
+from ipydevice.frames import FrameView, frame_tree, is_user_file
+from ipydevice.model import Finding, Fix
+from ipydevice.paths import format_path
+from ipydevice.rewrite import add_keyword, replace_span, segment
+from ipydevice.scan import Entry, Scan
+
+__all__ = ["FACTORIES", "source_fixes"]
+
+#: torch functions that create a tensor and take ``device=``.
+FACTORIES = frozenset(
+    "zeros ones empty full arange range linspace logspace eye rand randn randint randperm "
+    "tensor as_tensor scalar_tensor tril_indices triu_indices empty_strided normal".split()
+)
+
+
+def source_fixes(analysis: Analysis, scan: Scan, views: list[FrameView]) -> list[Fix]:
+    """Source fixes for the culprits and their causes, best first."""
+    fixes: list[Fix] = []
+    causes: list[Culprit] = []
+    for culprit in analysis.found:
+        entry = culprit.entries[0] if culprit.entries else None
+        if culprit.finding.kind == "module" and culprit.owner is not None:
+            entry = culprit.owner
+        if entry is None:
+            continue
+        if not entry.named and len(entry.path) == 1 and entry.path[0][0] == "local":
+            fix = _local_fix(entry, views, analysis.target)
+        elif entry.kind == "attribute":
+            fix = _register_buffer_fix(entry, scan, causes, analysis.target)
+        elif entry.kind == "module":
+            fix = _module_list_fix(entry, scan, causes, analysis.target)
+        else:
+            fix = None
+        if fix is not None and fix not in fixes:
+            fixes.append(fix)
+    analysis.causes_found.extend(causes)
+    return fixes
+
+
+# -- locals of user functions -------------------------------------------------------------
+
+
+def _local_fix(entry: Entry, views: list[FrameView], target: str) -> Fix | None:
+    name = str(entry.path[0][1])
+    view = next((v for v in reversed(views) if v.is_user and v.label == entry.where and not v.is_module_level), None)
+    if view is None or not name.isidentifier():
+        return None
+    parsed = frame_tree(view)
+    if parsed is None:
+        return None
+    tree, offset = parsed
+    stmt = _last_assignment(tree, name, view.lineno - offset)
+    if stmt is None:
+        return None
+    device = _device_expression(view, target)
+    value = stmt.value
+    assert value is not None
+    if _is_factory(value) and not any(k.arg == "device" for k in value.keywords):  # type: ignore[attr-defined]
+        title = f"Create {name} on the right device in {view.label}"
+        return _edit(view, stmt, offset, lambda lines, node: add_keyword(lines, node.value, f"device={device}"), title)
+
+    def wrap(lines: list[str], node: ast.AST) -> list[str]:
+        text = segment(lines, node.value)
+        simple = isinstance(node.value, (ast.Call, ast.Name, ast.Attribute, ast.Subscript))
+        moved = f"{text}.to({device})" if simple else f"({text}).to({device})"
+        return replace_span(lines, node.value, moved)
+
+    return _edit(view, stmt, offset, wrap, f"Move {name} to {target} where {view.label} makes it")
+
+
+def _last_assignment(tree: ast.AST, name: str, before: int) -> ast.Assign | ast.AnnAssign | None:
+    best = None
+    for node in ast.walk(tree):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        if node is not tree and any(isinstance(t, ast.Name) and t.id == name for t in targets) and len(targets) == 1:
+            if node.lineno <= before and getattr(node, "value", None) is not None and (best is None or node.lineno > best.lineno):
+                best = node
+    return best
+
+
+def _is_factory(node: ast.AST) -> bool:
+    if not isinstance(node, ast.Call):
+        return False
+    func = node.func
+    name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+    base = func.value.id if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) else "torch"
+    return name in FACTORIES and base == "torch"
+
+
+def _device_expression(view: FrameView, target: str) -> str:
+    """``x.device`` when an argument of the function is already there, else a literal."""
+    for arg, value in view.arguments():
+        if probe.is_tensor(value) and probe.tensor_facts(value)[0] == target and arg.isidentifier():
+            return f"{arg}.device"
+    return repr(target)
+
+
+def _edit(view: FrameView, stmt: ast.stmt, offset: int, change: Any, title: str) -> Fix | None:
+    filename = view.frame.f_code.co_filename
+    lines = [ln if ln.endswith("\n") else ln + "\n" for ln in linecache.getlines(filename, view.frame.f_globals)]
+    return _apply_edit(filename, lines, stmt, offset, change, title)
+
+
+def _apply_edit(filename: str, lines: list[str], stmt: ast.stmt, offset: int, change: Any, title: str) -> Fix | None:
+    node = copy.deepcopy(stmt)
+    ast.increment_lineno(node, offset)
+    start, end = node.lineno, node.end_lineno or node.lineno
+    try:
+        changed = change(lines, node)
+    except Exception:
+        return None
+    grown = len(changed) - len(lines)
+    original = "".join(lines[start - 1 : end])
+    replacement = "".join(changed[start - 1 : end + grown])
+    label = filename if filename.startswith("<") else filename.rsplit("/", 1)[-1]
+    return Fix(
+        title=title,
+        code=replacement,
+        scope="source",
+        location=f"{label}:{start}",
+        original=original,
+        filename=filename,
+        lineno=start,
+        end_lineno=end,
+    )
+
+
+# -- classes: register_buffer and ModuleList ------------------------------------------------
+
+
+def _owner_of(entry: Entry, scan: Scan, attribute: bool) -> tuple[Any, str] | None:
+    for other in scan.entries.values():
+        view = other.module
+        if view is None:
+            continue
+        if attribute:
+            for rel, tensor, owner in view.attributes:
+                if tensor is entry.obj:
+                    return owner, str(rel[-1][1])
+        else:
+            for rel, members, owner in view.plain_lists:
+                if any(m is entry.obj for _, m in members):
+                    return owner, str(rel[-1][1])
+    return None
+
+
+def _assignment_in_class(cls: type, name: str) -> tuple[FrameLike, ast.stmt, int] | None:
+    for klass in cls.__mro__:
+        for func in list(vars(klass).values()):
+            code = getattr(func, "__code__", None)
+            if code is None or not is_user_file(code.co_filename):
+                continue
+            found = _self_assignment(code, name)
+            if found is not None:
+                return found
+    return None
+
+
+class FrameLike:
+    """Where a class's method lives: enough of a frame for :func:`_edit`."""
+
+    def __init__(self, code: Any, globals_: dict) -> None:
+        self.filename = code.co_filename
+        self.globals = globals_
+
+
+def _self_assignment(code: Any, name: str) -> tuple[FrameLike, ast.stmt, int] | None:
+    lines = linecache.getlines(code.co_filename)
+    if not lines:
+        return None
+    try:
+        block = "".join(inspect.getblock(lines[code.co_firstlineno - 1 :]))
+        tree, offset = (ast.parse("if 1:\n" + block), code.co_firstlineno - 2) if block[:1] in " \t" else (ast.parse(block), code.co_firstlineno - 1)
+    except (SyntaxError, ValueError, IndexError):
+        return None
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for t in targets:
+                if isinstance(t, ast.Attribute) and t.attr == name and isinstance(t.value, ast.Name) and t.value.id == "self":
+                    if len(targets) == 1 and node.value is not None:
+                        return FrameLike(code, {}), node, offset
+    return None
+
+
+def _class_edit(owner: Any, name: str, change: Any, title: str) -> Fix | None:
+    found = _assignment_in_class(type(owner), name)
+    if found is None:
+        return None
+    where, stmt, offset = found
+    lines = [ln if ln.endswith("\n") else ln + "\n" for ln in linecache.getlines(where.filename)]
+    return _apply_edit(where.filename, lines, stmt, offset, change, title)
+
+
+def _register_buffer_fix(entry: Entry, scan: Scan, causes: list[Culprit], target: str) -> Fix | None:
+    found = _owner_of(entry, scan, attribute=True)
+    if found is None:
+        return None
+    owner, name = found
+
+    def change(lines: list[str], node: ast.AST) -> list[str]:
+        value = segment(lines, node.value)
+        return replace_span(lines, node, f"self.register_buffer({name!r}, {value}, persistent=False)")
+
+    cls = probe.class_name(owner)
+    fix = _class_edit(owner, name, change, f"Register {cls}.{name} as a buffer so that .to() moves it")
+    why = f"self.{name} is a plain tensor attribute of {cls}: module.to() never moves it"
+    causes.append(Culprit(Finding(entry.name, probe.tensor_facts(entry.obj)[0], "attribute", entry.where, why,
+                                  rule="unregistered_tensor", target=target, location=fix.location if fix else ""), [entry]))
+    return fix
+
+
+def _module_list_fix(entry: Entry, scan: Scan, causes: list[Culprit], target: str) -> Fix | None:
+    found = _owner_of(entry, scan, attribute=False)
+    if found is None:
+        return None
+    owner, name = found
+    value = probe.module_dict(owner).get(name)
+    wrapper = "ModuleDict" if isinstance(value, dict) else "ModuleList"
+    prefix = "nn." if _has_nn(owner) else "torch.nn."
+
+    def change(lines: list[str], node: ast.AST) -> list[str]:
+        text = segment(lines, node.value)
+        return replace_span(lines, node.value, f"{prefix}{wrapper}({text})")
+
+    cls = probe.class_name(owner)
+    fix = _class_edit(owner, name, change, f"Hold {cls}.{name} in an nn.{wrapper} so that .to() moves its modules")
+    why = f"self.{name} is a plain {type(value).__name__} of modules: module.to() and .parameters() never see them"
+    list_name = entry.name.rsplit("[", 1)[0] if "[" in entry.name else entry.name
+    causes.append(Culprit(Finding(list_name, probe.tensor_facts(entry.obj)[0] if probe.is_tensor(entry.obj) else "", "plain list", entry.where, why,
+                                  rule="plain_list", target=target, location=fix.location if fix else ""), [entry]))
+    return fix
+
+
+def _has_nn(owner: Any) -> bool:
+    init = getattr(type(owner), "__init__", None)
+    globals_ = getattr(init, "__globals__", {})
+    nn = globals_.get("nn") if isinstance(globals_, dict) else None
+    return nn is not None and getattr(nn, "__name__", "") == "torch.nn"
+
+
+def _unused(*_: Any) -> str:  # pragma: no cover
+    return format_path(())
