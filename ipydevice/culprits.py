@@ -83,8 +83,8 @@ def analyse(facts: MessageFacts, scan: Scan, views: list[FrameView]) -> Analysis
         analysis.found = _rank(_find(scan, analysis), analysis)
     if analysis.target == "meta" and facts.family != "meta_device":
         analysis.notes = (
-            "the target is the meta device, which holds no data: if the model should be real, "
-            "materialise it (to_empty + load_state_dict) instead of moving the inputs",
+            "meta tensors hold no data: if the model should be real, materialise it "
+            "(to_empty, then load its weights) rather than moving the rest to meta",
         )
     return analysis
 

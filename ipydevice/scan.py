@@ -25,7 +25,7 @@ from ipydevice.model import DeviceShare, ObjectRecord
 from ipydevice.paths import Path, format_path, is_key
 from ipydevice.settings import Settings
 
-__all__ = ["Entry", "ModuleView", "OptimizerView", "Scan", "SKIP_NAMES"]
+__all__ = ["SKIP_NAMES", "Entry", "ModuleView", "OptimizerView", "Scan", "record_of", "shares_of"]
 
 #: Namespace names that are IPython's own bookkeeping, never the user's objects.
 SKIP_NAMES = frozenset({"In", "Out", "exit", "quit", "get_ipython"})
@@ -48,7 +48,7 @@ class ModuleView:
 
     def shares(self) -> tuple[DeviceShare, ...]:
         """Registered parameters and buffers per device, biggest count first."""
-        return _shares(t for _, t, _ in self.registered)
+        return shares_of(t for _, t, _ in self.registered)
 
     def majority(self) -> str:
         """The device most registered tensors live on ('' when none)."""
@@ -466,7 +466,7 @@ def _namespace_items(namespace: Mapping[str, Any]) -> list[tuple[str, Any]]:
     return out
 
 
-def _shares(tensors: Any) -> tuple[DeviceShare, ...]:
+def shares_of(tensors: Any) -> tuple[DeviceShare, ...]:
     counts: Counter[str] = Counter()
     sizes: Counter[str] = Counter()
     for tensor in tensors:
@@ -490,11 +490,11 @@ def record_of(entry: Entry, limit: int = 200) -> ObjectRecord:
         detail = _module_detail(entry.module)
         return ObjectRecord(device=_one_device(shares), nbytes=sum(s.nbytes for s in shares), shares=shares, detail=detail, **base)
     if entry.optimizer is not None:
-        shares = _shares(entry.optimizer.params)
+        shares = shares_of(entry.optimizer.params)
         detail = f"{len(entry.optimizer.params)} parameters, {len(entry.optimizer.state)} state tensors"
         return ObjectRecord(device=_one_device(shares), shares=shares, detail=detail, **base)
     items = _container_items(obj, limit + 1) or []
-    shares = _shares(child for _, child in items[:limit] if probe.is_tensor(child))
+    shares = shares_of(child for _, child in items[:limit] if probe.is_tensor(child))
     size = _safe_len(obj)
     detail = f"{size} items" if size >= 0 else ""
     if len(items) > limit:

@@ -10,7 +10,9 @@ themes both stay readable. The root carries the ``ipydevice-panel`` class.
 from __future__ import annotations
 
 import re
+import textwrap
 from collections.abc import Sequence
+from typing import Any
 from html import escape
 
 from ipydevice.model import Diagnosis, Fix, ObjectRecord
@@ -83,7 +85,7 @@ def fix_html(number: int, fix: Fix) -> str:
     hint = SCOPE_HINTS.get(fix.scope, fix.scope)
     where = f" · {escape(fix.location)}" if fix.location and fix.scope == "source" else ""
     title = f'<div><b>{number}. {escape(fix.title)}</b> <span style="{MUTED}">({escape(hint)}{where})</span></div>'
-    return f'<div class="ipydevice-fix" data-scope="{escape(fix.scope)}">{title}{code_block(fix.code.rstrip())}</div>'
+    return f'<div class="ipydevice-fix" data-scope="{escape(fix.scope)}">{title}{code_block(textwrap.dedent(fix.code).rstrip())}</div>'
 
 
 def render_diagnosis_html(d: Diagnosis, limit: int | None = None) -> str:
@@ -125,3 +127,28 @@ def _causes_html(d: Diagnosis) -> str:
         for f in items
     )
     return f'<ul style="margin:6px 0;padding-left:18px">{lis}</ul>'
+
+
+def render_inventory_html(inv: Any, limit: int | None = None) -> str:
+    """``%devices`` as a static panel: totals, a table grouped by device, problems."""
+    from ipydevice.settings import current
+
+    limit = limit or current().max_rows
+    total = sum(t.count for t in inv.totals)
+    title = f"ipydevice · {len(inv.records)} objects" + (f" ({', '.join(inv.names)})" if inv.names else "")
+    chips = " ".join(
+        f'<span style="display:inline-block;margin:2px 6px 2px 0;padding:1px 8px;border-radius:9px;background:rgba(127,127,127,0.15)">'
+        f"<b>{escape(t.device)}</b> {t.count} tensors · {escape(format_bytes(t.nbytes))}</span>"
+        for t in inv.totals
+    )
+    ordered = [r for records in inv.by_device().values() for r in records]
+    parts = [
+        f'<div style="font-weight:600">{escape(title)}, {total} tensors on {len(inv.totals)} devices</div>',
+        f"<div>{chips}</div>",
+        table_html(ordered, {p.name for p in inv.problems}, limit),
+    ]
+    if inv.problems:
+        lis = "".join(f'<li><code style="{CODE};font-weight:600">{escape(p.name)}</code>: {escape(p.why)}</li>' for p in inv.problems)
+        parts.append(f'<div style="font-weight:600;margin-top:6px">Problems</div><ul style="margin:4px 0;padding-left:18px">{lis}</ul>')
+    parts.extend(f'<div style="{MUTED}">note: {escape(n)}</div>' for n in inv.notes)
+    return f'<div class="ipydevice-panel ipydevice-inventory" style="{ROOT_STYLE.replace(ACCENT, "#1c7ed6").replace("232,89,12", "28,126,214")}">{"".join(parts)}</div>'

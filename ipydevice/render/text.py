@@ -6,7 +6,9 @@ objects only; never touches torch or IPython.
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
+from typing import Any
 
 from ipydevice.model import Diagnosis, Finding, ObjectRecord
 from ipydevice.probe import format_bytes
@@ -92,7 +94,7 @@ def render_diagnosis(d: Diagnosis, width: int = 100, max_rows: int | None = None
     limit = max_rows or current().max_rows
     out = [f"ipydevice · device error ({d.family})", f"  {headline(d)}", ""]
     first_line = d.message.splitlines()[0] if d.message else ""
-    out.append(f"  {d.exc_type}: {first_line}"[:width])
+    out += textwrap.wrap(f"{d.exc_type}: {first_line}", width, initial_indent="  ", subsequent_indent="    ")[:4]
     if d.failing_module:
         out.append(f"  failed in {d.failing_module}")
     out += _culprit_lines(d, width)
@@ -131,5 +133,34 @@ def _fix_lines(d: Diagnosis) -> list[str]:
     for number, fix in enumerate(d.fixes, 1):
         where = f", {fix.location}" if fix.location and fix.scope == "source" else ""
         lines.append(f"    {number}. {fix.title}  [{SCOPE_HINTS.get(fix.scope, fix.scope)}{where}]")
-        lines.extend("         " + code for code in fix.code.rstrip("\n").splitlines())
+        lines.extend("         " + code for code in textwrap.dedent(fix.code).rstrip("\n").splitlines())
     return lines
+
+
+def render_inventory(inv: Any, width: int = 100, max_rows: int | None = None) -> str:
+    """``%devices`` as text: totals per device, rows grouped by device, problems."""
+    from ipydevice.settings import current
+
+    limit = max_rows or current().max_rows
+    total = sum(t.count for t in inv.totals)
+    title = f"ipydevice · {len(inv.records)} objects" + (f" ({', '.join(inv.names)})" if inv.names else "")
+    out = [f"{title}, {total} tensors on {len(inv.totals)} devices"]
+    out += ["  " + line for line in columns([[t.device, f"{t.count} tensors", format_bytes(t.nbytes)] for t in inv.totals], width)]
+    problem_names = {p.name for p in inv.problems}
+    shown = 0
+    for device, records in inv.by_device().items():
+        if shown >= limit:
+            break
+        rows = [record_row(r, problem_names)[:-1] + [r.detail] for r in records[: limit - shown]]
+        shown += len(rows)
+        out += ["", f"  {device}", *("    " + line for line in columns(rows, width - 4))]
+        if len(records) > len(rows):
+            out.append(f"    … {len(records) - len(rows)} more on {device}")
+    if len(inv.records) > shown:
+        out.append(f"  … {len(inv.records) - shown} more objects (.table() lists all)")
+    if inv.problems:
+        out += ["", "  Problems"]
+        out += ["    " + line for line in columns([["✗", p.name, p.why] for p in inv.problems], width - 4)]
+    if inv.notes:
+        out += ["", *(f"  note: {n}" for n in inv.notes)]
+    return "\n".join(out)

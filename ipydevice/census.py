@@ -1,0 +1,306 @@
+"""The namespace grouped by device: ``ipydevice.inventory()`` and ``%devices``.
+
+One row per top-level name (a module is one row with its device breakdown),
+totals per device counted once per tensor even when several names share it, and
+the problems visible before anything fails: a module split across devices,
+tensor attributes ``.to()`` will not move, submodules in plain lists, optimizer
+state away from its parameters, tensors on another device than the model beside
+them. ``names=[...]`` gives the in-depth view instead: a module's device map by
+submodule path, a container's items, an optimizer's state.
+
+Bounded like every scan (:mod:`ipydevice.settings`), with truncation in ``notes``.
+The result holds strings and numbers only.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from ipydevice import probe
+from ipydevice.culprits import same_device
+from ipydevice.model import DeviceShare, Finding, ObjectRecord
+from ipydevice.paths import format_path
+from ipydevice.scan import SKIP_NAMES, Entry, Scan, record_of, shares_of
+from ipydevice.settings import current
+
+__all__ = ["Inventory", "inventory"]
+
+
+@dataclass(frozen=True, slots=True)
+class Inventory:
+    """Where everything lives. See :func:`inventory`.
+
+    Attributes:
+        records: one row per object (per submodule or item for ``names=``).
+        totals: per device, the tensors counted once each and their bytes.
+        problems: findings with the object, its device and what is wrong.
+        notes: truncation and caveats.
+        names: the names inspected in depth, when ``names=`` was given.
+    """
+
+    records: tuple[ObjectRecord, ...] = ()
+    totals: tuple[DeviceShare, ...] = ()
+    problems: tuple[Finding, ...] = ()
+    notes: tuple[str, ...] = ()
+    names: tuple[str, ...] = ()
+
+    def by_device(self) -> dict[str, list[ObjectRecord]]:
+        """Rows grouped by device (``mixed`` for objects spanning several)."""
+        groups: dict[str, list[ObjectRecord]] = {}
+        for record in self.records:
+            groups.setdefault(record.device or "-", []).append(record)
+        return groups
+
+    def table(self) -> Any:
+        """The rows as a pandas DataFrame."""
+        from ipydevice.render.table import records_table
+
+        return records_table(list(self.records), {p.name for p in self.problems})
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain-dict form (JSON-ready)."""
+        return asdict(self)
+
+    def __str__(self) -> str:
+        from ipydevice.render.text import render_inventory
+
+        return render_inventory(self)
+
+    def __repr__(self) -> str:
+        devices = ", ".join(f"{t.device} ×{t.count}" for t in self.totals)
+        return f"<Inventory {len(self.records)} objects ({devices}); {len(self.problems)} problems>"
+
+    def _repr_html_(self) -> str:
+        from ipydevice.render.html import render_inventory_html
+
+        return render_inventory_html(self)
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+        return {"text/plain": str(self), "text/html": self._repr_html_()}
+
+
+def inventory(namespace: Mapping[str, Any] | None = None, names: Any = None, include_private: bool = False) -> Inventory:
+    """Where everything in ``namespace`` lives, grouped by device.
+
+    Args:
+        namespace: by default IPython's ``user_ns``, else ``__main__``'s globals.
+        names: names (or dotted/indexed paths such as ``model.encoder``) to inspect in
+            depth instead of listing the whole namespace.
+        include_private: also list names starting with ``_``.
+
+    Raises:
+        KeyError: a name in ``names`` that the namespace does not hold.
+    """
+    if namespace is None:
+        namespace = _default_namespace()
+    settings = current()
+    scan = Scan(settings)
+    if names:
+        return _in_depth(scan, namespace, [names] if isinstance(names, str) else list(names))
+    roots = _roots(scan, namespace, include_private, settings.max_objects)
+    records = tuple(record_of(e, settings.max_items) for e in roots)
+    return Inventory(
+        records=records,
+        totals=_totals(scan),
+        problems=tuple(_problems(scan, roots)),
+        notes=tuple(scan.notes),
+    )
+
+
+def _default_namespace() -> Mapping[str, Any]:
+    ipython = sys.modules.get("IPython")
+    if ipython is not None:
+        shell = ipython.get_ipython()
+        if shell is not None:
+            return shell.user_ns
+    main = sys.modules.get("__main__")
+    return vars(main) if main is not None else {}
+
+
+def _roots(scan: Scan, namespace: Mapping[str, Any], include_private: bool, limit: int) -> list[Entry]:
+    roots: list[Entry] = []
+    try:
+        items = list(namespace.items())
+    except Exception:
+        return roots
+    for count, (name, value) in enumerate(items):
+        if not isinstance(name, str) or name in SKIP_NAMES or (name.startswith("_") and not include_private):
+            continue
+        if len(roots) >= limit or count >= 20 * limit:
+            scan.notes.append(f"only the first {len(roots)} names were scanned ({len(items)} in the namespace)")
+            break
+        entry = scan.add(value, (("name", name),), "namespace", named=True)
+        if entry is not None and entry.path == (("name", name),):
+            roots.append(entry)
+    return roots
+
+
+def _totals(scan: Scan) -> tuple[DeviceShare, ...]:
+    counts: Counter[str] = Counter()
+    sizes: Counter[str] = Counter()
+    seen: set[int] = set()
+    for entry in list(scan.entries.values()):
+        tensors = [entry.obj] if probe.is_tensor(entry.obj) else []
+        if entry.optimizer is not None:
+            tensors = [t for _, _, t, _ in entry.optimizer.state]
+        for tensor in tensors:
+            if id(tensor) in seen:
+                continue
+            seen.add(id(tensor))
+            device, _, _, nbytes, _ = probe.tensor_facts(tensor)
+            counts[device] += 1
+            sizes[device] += nbytes
+    order = sorted(counts, key=lambda d: (-sizes[d], d))
+    return tuple(DeviceShare(d, counts[d], sizes[d]) for d in order)
+
+
+# -- problems ------------------------------------------------------------------------------
+
+
+def _problems(scan: Scan, roots: list[Entry]) -> list[Finding]:
+    problems: list[Finding] = []
+    model_devices = set()
+    for entry in roots:
+        if entry.module is not None and entry.module.registered:
+            problems.extend(_module_problems(entry))
+            if not entry.module.dispatch_device:
+                model_devices.add(entry.module.majority())
+        if entry.optimizer is not None:
+            problems.extend(_optimizer_problems(entry))
+    if len(model_devices) == 1:
+        problems.extend(_strays(roots, model_devices.pop()))
+    return problems
+
+
+def _module_problems(entry: Entry) -> list[Finding]:
+    view = entry.module
+    assert view is not None
+    out = []
+    majority = view.majority()
+    base = format_path(entry.path)
+    if len(view.shares()) > 1 and not view.dispatch_device:
+        outliers = [format_path((*entry.path, *rel)) for rel, t, _ in view.registered if probe.tensor_facts(t)[0] != majority]
+        shown = ", ".join(outliers[:3]) + (f" and {len(outliers) - 3} more" if len(outliers) > 3 else "")
+        why = f"split across devices: most of it is on {majority}, but {shown} {'is' if len(outliers) == 1 else 'are'} not"
+        out.append(Finding(base, "mixed", "module", "namespace", why, rule="split_module", target=majority))
+    for rel, tensor, _ in view.attributes:
+        device = probe.tensor_facts(tensor)[0]
+        if majority and not same_device(device, majority):
+            why = f"a plain tensor attribute on {device}: {base}.to() will not move it (register_buffer)"
+            out.append(Finding(format_path((*entry.path, *rel)), device, "attribute", "namespace", why, rule="unregistered_tensor", target=majority))
+    for rel, members, _ in view.plain_lists:
+        why = f"a plain {len(members)}-module list: {base}.to() and .parameters() never see it (nn.ModuleList)"
+        out.append(Finding(format_path((*entry.path, *rel)), "", "plain list", "namespace", why, rule="plain_list", target=majority))
+    return out
+
+
+def _optimizer_problems(entry: Entry) -> list[Finding]:
+    assert entry.optimizer is not None
+    misplaced = entry.optimizer.misplaced()
+    if not misplaced:
+        return []
+    state = sorted({s for _, _, s, _ in misplaced})
+    params = sorted({p for _, _, _, p in misplaced})
+    why = f"{len(misplaced)} state tensors on {', '.join(state)}, their parameters on {', '.join(params)}"
+    name = f"{format_path(entry.path)}.state"
+    return [Finding(name, state[0], "optimizer state", "namespace", why, rule="optimizer_state", target=params[0])]
+
+
+def _strays(roots: list[Entry], model_device: str) -> list[Finding]:
+    """Tensors and batches on another device than the (single) model."""
+    out = []
+    for entry in roots:
+        if entry.kind == "tensor":
+            device, shape, *_ = probe.tensor_facts(entry.obj)
+            if shape != "()" and device not in ("?", "") and not same_device(device, model_device):
+                why = f"on {device}, the model is on {model_device}"
+                out.append(Finding(format_path(entry.path), device, "tensor", "namespace", why, rule="stray_tensor", target=model_device))
+        elif entry.kind == "container":
+            record = record_of(entry)
+            off = [s for s in record.shares if not same_device(s.device, model_device)]
+            if off:
+                why = f"holds {sum(s.count for s in off)} tensors on {', '.join(s.device for s in off)}, the model is on {model_device}"
+                out.append(Finding(record.name, off[0].device, "container", "namespace", why, rule="stray_tensor", target=model_device))
+    return out
+
+
+# -- in depth ------------------------------------------------------------------------------
+
+
+def _in_depth(scan: Scan, namespace: Mapping[str, Any], names: list[str]) -> Inventory:
+    from ipydevice.paths import resolve
+
+    records: list[ObjectRecord] = []
+    problems: list[Finding] = []
+    for text in names:
+        path = _parse_path(text)
+        if path is None:
+            raise KeyError(text)
+        try:
+            obj = resolve(path, namespace)
+        except LookupError as exc:
+            raise KeyError(text) from exc
+        entry = scan.add(obj, path, "namespace", named=True)
+        if entry is None:
+            raise KeyError(text)
+        records.extend(_depth_rows(entry, scan))
+        if entry.module is not None:
+            problems.extend(_module_problems(entry))
+        if entry.optimizer is not None:
+            problems.extend(_optimizer_problems(entry))
+    return Inventory(tuple(records), _totals(scan), tuple(problems), tuple(scan.notes), tuple(names))
+
+
+def _depth_rows(entry: Entry, scan: Scan) -> list[ObjectRecord]:
+    limit = scan.settings.max_items
+    rows = [record_of(entry, limit)]
+    if entry.module is not None:
+        rows.extend(_module_map(entry))
+    else:
+        rows.extend(record_of(e, limit) for e in scan.entries.values() if e is not entry and e.owner is entry)
+    return rows
+
+
+def _module_map(entry: Entry) -> list[ObjectRecord]:
+    """One row per submodule holding tensors directly: the device map by path."""
+    view = entry.module
+    assert view is not None
+    groups: dict[tuple, list[Any]] = {}
+    for rel, tensor, _ in view.registered:
+        groups.setdefault(rel[:-1], []).append(tensor)
+    rows = []
+    for rel, tensors in groups.items():
+        if not rel:
+            continue
+        shares = shares_of(tensors)
+        device = shares[0].device if len(shares) == 1 else "mixed"
+        name = format_path((*entry.path, *rel))
+        detail = f"{len(tensors)} tensors"
+        rows.append(ObjectRecord(name, "submodule", "", device, nbytes=sum(s.nbytes for s in shares), shares=shares, detail=detail))
+    return rows
+
+
+def _parse_path(text: str) -> tuple | None:
+    """``model.encoder.layers[3]`` or ``batch['x']`` as path steps (literals only)."""
+    import ast
+
+    try:
+        node = ast.parse(text.strip(), mode="eval").body
+    except SyntaxError:
+        return None
+    steps: list[tuple[str, Any]] = []
+    while True:
+        if isinstance(node, ast.Name):
+            return (("name", node.id), *reversed(steps))
+        if isinstance(node, ast.Attribute):
+            steps.append(("attr", node.attr))
+            node = node.value
+        elif isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
+            steps.append(("item", node.slice.value))
+            node = node.value
+        else:
+            return None
