@@ -32,7 +32,9 @@ def apply_steps(steps: tuple[Step, ...], namespace: Mapping[str, Any]) -> ApplyR
         except LookupError as exc:
             return ApplyResult(False, f"could not apply: {exc}", tuple(done))
         except Exception as exc:  # out of memory, CUDA errors, odd objects
-            return ApplyResult(False, f"could not move {name}: {type(exc).__name__}: {_short(exc)}", tuple(done))
+            return ApplyResult(
+                False, f"could not move {name}: {type(exc).__name__}: {_short(exc)}", tuple(done)
+            )
         done.append(message)
     return ApplyResult(True, "; ".join(done), tuple(done))
 
@@ -61,7 +63,9 @@ def _module_to(step: Step, namespace: Any) -> str:
 
 def _to_empty(step: Step, namespace: Any) -> str:
     resolve(step.path, namespace).to_empty(device=step.target)
-    return f"materialised {format_path(step.path)} on {step.target} (uninitialised: load its weights)"
+    return (
+        f"materialised {format_path(step.path)} on {step.target} (uninitialised: load its weights)"
+    )
 
 
 def _mapping(step: Step, namespace: Any) -> str:

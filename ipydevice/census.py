@@ -83,7 +83,9 @@ class Inventory:
         return {"text/plain": str(self), "text/html": self._repr_html_()}
 
 
-def inventory(namespace: Mapping[str, Any] | None = None, names: Any = None, include_private: bool = False) -> Inventory:
+def inventory(
+    namespace: Mapping[str, Any] | None = None, names: Any = None, include_private: bool = False
+) -> Inventory:
     """Where everything in ``namespace`` lives, grouped by device.
 
     Args:
@@ -121,17 +123,25 @@ def _default_namespace() -> Mapping[str, Any]:
     return vars(main) if main is not None else {}
 
 
-def _roots(scan: Scan, namespace: Mapping[str, Any], include_private: bool, limit: int) -> list[Entry]:
+def _roots(
+    scan: Scan, namespace: Mapping[str, Any], include_private: bool, limit: int
+) -> list[Entry]:
     roots: list[Entry] = []
     try:
         items = list(namespace.items())
     except Exception:
         return roots
     for count, (name, value) in enumerate(items):
-        if not isinstance(name, str) or name in SKIP_NAMES or (name.startswith("_") and not include_private):
+        if (
+            not isinstance(name, str)
+            or name in SKIP_NAMES
+            or (name.startswith("_") and not include_private)
+        ):
             continue
         if len(roots) >= limit or count >= 20 * limit:
-            scan.notes.append(f"only the first {len(roots)} names were scanned ({len(items)} in the namespace)")
+            scan.notes.append(
+                f"only the first {len(roots)} names were scanned ({len(items)} in the namespace)"
+            )
             break
         entry = scan.add(value, (("name", name),), "namespace", named=True)
         if entry is not None and entry.path == (("name", name),):
@@ -183,18 +193,46 @@ def _module_problems(entry: Entry) -> list[Finding]:
     majority = view.majority()
     base = format_path(entry.path)
     if len(view.shares()) > 1 and not view.dispatch_device:
-        outliers = [format_path((*entry.path, *rel)) for rel, t, _ in view.registered if probe.tensor_facts(t)[0] != majority]
-        shown = ", ".join(outliers[:3]) + (f" and {len(outliers) - 3} more" if len(outliers) > 3 else "")
+        outliers = [
+            format_path((*entry.path, *rel))
+            for rel, t, _ in view.registered
+            if probe.tensor_facts(t)[0] != majority
+        ]
+        shown = ", ".join(outliers[:3]) + (
+            f" and {len(outliers) - 3} more" if len(outliers) > 3 else ""
+        )
         why = f"split across devices: most of it is on {majority}, but {shown} {'is' if len(outliers) == 1 else 'are'} not"
-        out.append(Finding(base, "mixed", "module", "namespace", why, rule="split_module", target=majority))
+        out.append(
+            Finding(base, "mixed", "module", "namespace", why, rule="split_module", target=majority)
+        )
     for rel, tensor, _ in view.attributes:
         device = probe.tensor_facts(tensor)[0]
         if majority and not same_device(device, majority):
             why = f"a plain tensor attribute on {device}: {base}.to() will not move it (register_buffer)"
-            out.append(Finding(format_path((*entry.path, *rel)), device, "attribute", "namespace", why, rule="unregistered_tensor", target=majority))
+            out.append(
+                Finding(
+                    format_path((*entry.path, *rel)),
+                    device,
+                    "attribute",
+                    "namespace",
+                    why,
+                    rule="unregistered_tensor",
+                    target=majority,
+                )
+            )
     for rel, members, _ in view.plain_lists:
         why = f"a plain {len(members)}-module list: {base}.to() and .parameters() never see it (nn.ModuleList)"
-        out.append(Finding(format_path((*entry.path, *rel)), "", "plain list", "namespace", why, rule="plain_list", target=majority))
+        out.append(
+            Finding(
+                format_path((*entry.path, *rel)),
+                "",
+                "plain list",
+                "namespace",
+                why,
+                rule="plain_list",
+                target=majority,
+            )
+        )
     return out
 
 
@@ -207,7 +245,17 @@ def _optimizer_problems(entry: Entry) -> list[Finding]:
     params = sorted({p for _, _, _, p in misplaced})
     why = f"{len(misplaced)} state tensors on {', '.join(state)}, their parameters on {', '.join(params)}"
     name = f"{format_path(entry.path)}.state"
-    return [Finding(name, state[0], "optimizer state", "namespace", why, rule="optimizer_state", target=params[0])]
+    return [
+        Finding(
+            name,
+            state[0],
+            "optimizer state",
+            "namespace",
+            why,
+            rule="optimizer_state",
+            target=params[0],
+        )
+    ]
 
 
 def _strays(roots: list[Entry], model_device: str) -> list[Finding]:
@@ -218,13 +266,33 @@ def _strays(roots: list[Entry], model_device: str) -> list[Finding]:
             device, shape, *_ = probe.tensor_facts(entry.obj)
             if shape != "()" and device not in ("?", "") and not same_device(device, model_device):
                 why = f"on {device}, the model is on {model_device}"
-                out.append(Finding(format_path(entry.path), device, "tensor", "namespace", why, rule="stray_tensor", target=model_device))
+                out.append(
+                    Finding(
+                        format_path(entry.path),
+                        device,
+                        "tensor",
+                        "namespace",
+                        why,
+                        rule="stray_tensor",
+                        target=model_device,
+                    )
+                )
         elif entry.kind == "container":
             record = record_of(entry)
             off = [s for s in record.shares if not same_device(s.device, model_device)]
             if off:
                 why = f"holds {sum(s.count for s in off)} tensors on {', '.join(s.device for s in off)}, the model is on {model_device}"
-                out.append(Finding(record.name, off[0].device, "container", "namespace", why, rule="stray_tensor", target=model_device))
+                out.append(
+                    Finding(
+                        record.name,
+                        off[0].device,
+                        "container",
+                        "namespace",
+                        why,
+                        rule="stray_tensor",
+                        target=model_device,
+                    )
+                )
     return out
 
 
@@ -252,7 +320,9 @@ def _in_depth(scan: Scan, namespace: Mapping[str, Any], names: list[str]) -> Inv
             problems.extend(_module_problems(entry))
         if entry.optimizer is not None:
             problems.extend(_optimizer_problems(entry))
-    return Inventory(tuple(records), _totals(scan), tuple(problems), tuple(scan.notes), tuple(names))
+    return Inventory(
+        tuple(records), _totals(scan), tuple(problems), tuple(scan.notes), tuple(names)
+    )
 
 
 def _depth_rows(entry: Entry, scan: Scan) -> list[ObjectRecord]:
@@ -261,7 +331,11 @@ def _depth_rows(entry: Entry, scan: Scan) -> list[ObjectRecord]:
     if entry.module is not None:
         rows.extend(_module_map(entry))
     else:
-        rows.extend(record_of(e, limit) for e in scan.entries.values() if e is not entry and e.owner is entry)
+        rows.extend(
+            record_of(e, limit)
+            for e in scan.entries.values()
+            if e is not entry and e.owner is entry
+        )
     return rows
 
 
@@ -280,7 +354,17 @@ def _module_map(entry: Entry) -> list[ObjectRecord]:
         device = shares[0].device if len(shares) == 1 else "mixed"
         name = format_path((*entry.path, *rel))
         detail = f"{len(tensors)} tensors"
-        rows.append(ObjectRecord(name, "submodule", "", device, nbytes=sum(s.nbytes for s in shares), shares=shares, detail=detail))
+        rows.append(
+            ObjectRecord(
+                name,
+                "submodule",
+                "",
+                device,
+                nbytes=sum(s.nbytes for s in shares),
+                shares=shares,
+                detail=detail,
+            )
+        )
     return rows
 
 

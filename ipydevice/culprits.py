@@ -18,13 +18,11 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
 
 from ipydevice import probe
 from ipydevice.frames import FrameView
 from ipydevice.messages import MessageFacts
 from ipydevice.model import Finding
-from ipydevice.paths import format_path
 from ipydevice.scan import Entry, Scan
 
 __all__ = ["Analysis", "Culprit", "analyse", "same_device"]
@@ -107,6 +105,7 @@ def _failing_module(scan: Scan, views: list[FrameView]) -> Entry | None:
 def _top_module(scan: Scan) -> Entry | None:
     """The user's model: the biggest module with parameters that a user frame's
     failing line used, else the biggest module with parameters that took part."""
+
     def size(entry: Entry) -> int:
         assert entry.module is not None
         return len(entry.module.registered)
@@ -122,14 +121,16 @@ def _top_module(scan: Scan) -> Entry | None:
 # -- target -------------------------------------------------------------------------------
 
 
-def choose_target(facts: MessageFacts, scan: Scan, analysis: Analysis, views: list[FrameView]) -> str:
+def choose_target(
+    facts: MessageFacts, scan: Scan, analysis: Analysis, views: list[FrameView]
+) -> str:
     """The device things should move to (see module docstring)."""
     family = facts.family
     if family == "load_location":
         return _load_target(facts)
     if family == "numpy_conversion":
         return "cpu"
-    if family == "meta_device" and "copy out of meta" in " ".join(facts.summary.split()).lower() or _is_meta_copy(facts):
+    if _is_meta_copy(facts):
         return _requested_device(views) or facts.expected or "cpu"
     if family in ("dataparallel", "generator_mismatch") and facts.expected:
         return facts.expected
@@ -163,10 +164,16 @@ def _meta_model_culprits(scan: Scan, views: list[FrameView], target: str) -> lis
     """``model.to(device)`` on a model built on meta: the model itself is the culprit."""
     for view in views:
         owner = view.self_module
-        if owner is not None and view.frame.f_code.co_name in ("to", "cuda", "cpu", "_apply") and id(owner) in scan.entries:
+        if (
+            owner is not None
+            and view.frame.f_code.co_name in ("to", "cuda", "cpu", "_apply")
+            and id(owner) in scan.entries
+        ):
             entry = scan.entries[id(owner)]
             why = "built on the meta device, it holds no data: Module.to() cannot copy it, to_empty() allocates it"
-            finding = Finding(entry.name, "meta", "module", entry.where, why, rule="meta_model", target=target)
+            finding = Finding(
+                entry.name, "meta", "module", entry.where, why, rule="meta_model", target=target
+            )
             return [Culprit(finding, [entry], owner=entry)]
     return []
 
@@ -232,9 +239,7 @@ def _concrete(target: str, scan: Scan) -> str:
     if not target or ":" in target or target in ("cpu", "meta"):
         return target
     seen = Counter(
-        probe.tensor_facts(e.obj)[0]
-        for e in scan.entries.values()
-        if e.kind in _TENSOR_KINDS
+        probe.tensor_facts(e.obj)[0] for e in scan.entries.values() if e.kind in _TENSOR_KINDS
     )
     indexed = [d for d, _ in seen.most_common() if d.startswith(target + ":")]
     return indexed[0] if indexed else target
@@ -254,7 +259,11 @@ def _name_optimizer_state(scan: Scan) -> None:
             state_name = f"{entry.name}.state[{label}][{key!r}]"
             found = scan.entries.get(id(tensor))
             if found is not None:
-                found.path, found.named, found.kind = (("local", state_name),), True, "optimizer state"
+                found.path, found.named, found.kind = (
+                    (("local", state_name),),
+                    True,
+                    "optimizer state",
+                )
                 found.where = entry.where
 
 
@@ -269,7 +278,11 @@ def _find(scan: Scan, analysis: Analysis) -> list[Culprit]:
             found.append(culprit)
             grouped.update(id(e.obj) for e in culprit.entries)
     for entry in scan.entries.values():
-        if entry.kind not in _TENSOR_KINDS or id(entry.obj) in grouped or id(entry.obj) in state_ids:
+        if (
+            entry.kind not in _TENSOR_KINDS
+            or id(entry.obj) in grouped
+            or id(entry.obj) in state_ids
+        ):
             continue
         why = _tensor_problem(entry, target)
         if why:
@@ -279,7 +292,8 @@ def _find(scan: Scan, analysis: Analysis) -> list[Culprit]:
             culprit = _optimizer_culprit(entry)
             if culprit is not None:
                 found.append(culprit)
-    return _dedupe_containers(found, scan)
+    # A container is not blamed: its misplaced items are, by name.
+    return [c for c in found if c.entries[0].kind != "container"]
 
 
 def _optimizer_state_ids(scan: Scan) -> set[int]:
@@ -305,7 +319,9 @@ def _tensor_problem(entry: Entry, target: str) -> str:
     return f"on {device}, but the computation runs on {target}"
 
 
-def _finding(entry: Entry, why: str, target: str, kind: str | None = None, rule: str = "wrong_device") -> Finding:
+def _finding(
+    entry: Entry, why: str, target: str, kind: str | None = None, rule: str = "wrong_device"
+) -> Finding:
     device = probe.tensor_facts(entry.obj)[0] if entry.kind in _TENSOR_KINDS else (kind or "")
     return Finding(
         name=entry.name,
@@ -322,21 +338,34 @@ def _module_culprit(entry: Entry, target: str, scan: Scan, analysis: Analysis) -
     """A submodule wholly off-target (a head added after .to()) or off-target parts."""
     view = entry.module
     assert view is not None
-    off = [(rel, t, kind) for rel, t, kind in view.registered if not same_device(probe.tensor_facts(t)[0], target)]
+    off = [
+        (rel, t, kind)
+        for rel, t, kind in view.registered
+        if not same_device(probe.tensor_facts(t)[0], target)
+    ]
     if not off:
         return None
     off_devices = sorted({probe.tensor_facts(t)[0] for _, t, _ in off})
     has_params = any(kind == "parameter" for _, _, kind in view.registered)
     if len(off) == len(view.registered) and entry is not analysis.top_module and has_params:
         why = f"all its parameters and buffers are on {', '.join(off_devices)}, the rest of the model on {target}"
-        if entry.named and analysis.top_module is not None and _is_inside(entry, analysis.top_module):
+        if (
+            entry.named
+            and analysis.top_module is not None
+            and _is_inside(entry, analysis.top_module)
+        ):
             why += " (added or replaced after model.to()?)"
-        finding = Finding(entry.name, off_devices[0] if len(off_devices) == 1 else "mixed", "module", entry.where, why, target=target)
+        finding = Finding(
+            entry.name,
+            off_devices[0] if len(off_devices) == 1 else "mixed",
+            "module",
+            entry.where,
+            why,
+            target=target,
+        )
         parts = [scan.entries[id(t)] for _, t, _ in off if id(t) in scan.entries]
         return Culprit(finding, parts, owner=entry)
-    if entry is not analysis.top_module and entry is not analysis.failing_module:
-        return None
-    return None  # parts of the model itself are reported one by one as tensors
+    return None  # parts of the model itself are reported one by one, as tensors
 
 
 def _is_inside(entry: Entry, top: Entry) -> bool:
@@ -355,13 +384,16 @@ def _optimizer_culprit(entry: Entry) -> Culprit | None:
         f"their parameters on {', '.join(param_devices)} (step counters excepted)"
     )
     name = f"{entry.name}.state"
-    finding = Finding(name, state_devices[0], "optimizer state", entry.where, why, rule="optimizer_state", target=param_devices[0])
+    finding = Finding(
+        name,
+        state_devices[0],
+        "optimizer state",
+        entry.where,
+        why,
+        rule="optimizer_state",
+        target=param_devices[0],
+    )
     return Culprit(finding, [entry], owner=entry)
-
-
-def _dedupe_containers(found: list[Culprit], scan: Scan) -> list[Culprit]:
-    """A container is not blamed when its misplaced items are blamed by name."""
-    return [c for c in found if c.entries[0].kind != "container"]
 
 
 def _rank(found: list[Culprit], analysis: Analysis) -> list[Culprit]:
@@ -377,16 +409,9 @@ def _rank(found: list[Culprit], analysis: Analysis) -> list[Culprit]:
 
     ranked = sorted(found, key=score)
     direct = [c for c in ranked if score(c)[0] == 0]
-    structural = [c for c in ranked if c.finding.kind in ("module", "attribute") and c not in direct]
+    structural = [
+        c for c in ranked if c.finding.kind in ("module", "attribute") and c not in direct
+    ]
     if direct:
         return direct + structural
     return ranked
-
-
-def entry_path_text(entry: Entry) -> str:
-    """The entry's path as Python text (for fixes)."""
-    return format_path(entry.path)
-
-
-def _unused(*_: Any) -> None:  # pragma: no cover - keeps linters quiet about helpers
-    return None

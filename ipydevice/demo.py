@@ -124,8 +124,15 @@ def main() -> int:
     """Prints each scenario's failing cell and ipydevice's report."""
     for number, (title, setup, failing) in enumerate(SCENARIOS, 1):
         print(f"\n{'━' * 100}\n{number}. {title}\n")
-        print("".join(f"    In [ ]: {line}" if i == 0 else f"            {line}" for i, line in enumerate(failing.splitlines(True))))
+        print(
+            "".join(
+                f"    In [ ]: {line}" if i == 0 else f"            {line}"
+                for i, line in enumerate(failing.splitlines(True))
+            )
+        )
         diagnosis = run_scenario(setup, failing)
         print(f"\n{diagnosis}" if diagnosis is not None else "(no error)")
-    print(f"\n{'━' * 100}\nIn a notebook: %load_ext ipydevice shows this under the traceback, with Apply buttons.")
+    print(
+        f"\n{'━' * 100}\nIn a notebook: %load_ext ipydevice shows this under the traceback, with Apply buttons."
+    )
     return 0

@@ -69,7 +69,9 @@ def recognise_exception(exc: BaseException) -> tuple[BaseException, MessageFacts
             first = facts
         if facts.is_device_error:
             return current, facts
-        current = current.__cause__ or (None if current.__suppress_context__ else current.__context__)
+        current = current.__cause__ or (
+            None if current.__suppress_context__ else current.__context__
+        )
     assert first is not None
     return exc, first
 
@@ -103,7 +105,9 @@ def diagnose(
     settings = _settings.current()
     views = walk_frames(exc.__traceback__, settings.max_frames)
     try:
-        scan = collect(views, namespace if namespace is not None else default_namespace(views), settings)
+        scan = collect(
+            views, namespace if namespace is not None else default_namespace(views), settings
+        )
         analysis = analyse(facts, scan, views)
         fixes = propose_fixes(facts, analysis, scan, views)
         notes = tuple(scan.notes) + analysis.notes
@@ -177,7 +181,9 @@ def default_namespace(views: list[FrameView]) -> Mapping[str, Any]:
     return vars(main) if main is not None else {}
 
 
-def collect(views: list[FrameView], namespace: Mapping[str, Any], settings: _settings.Settings) -> Scan:
+def collect(
+    views: list[FrameView], namespace: Mapping[str, Any], settings: _settings.Settings
+) -> Scan:
     """Scans what the frames hold, innermost first, then names it from ``namespace``."""
     scan = Scan(settings)
     user_indexes = [i for i, v in enumerate(views) if v.is_user]
@@ -195,7 +201,16 @@ def collect(views: list[FrameView], namespace: Mapping[str, Any], settings: _set
 def _collect_user_frame(scan: Scan, view: FrameView, index: int, innermost: bool) -> None:
     for text, value, is_index in line_operands(view):
         path = (("local", text),)
-        scan.add(value, path, view.label, on_line=True, operand=innermost, is_index=is_index, user=True, frame=index)
+        scan.add(
+            value,
+            path,
+            view.label,
+            on_line=True,
+            operand=innermost,
+            is_index=is_index,
+            user=True,
+            frame=index,
+        )
     owner = view.self_object
     if owner is not None:
         scan.add(owner, (("local", "self"),), view.label, user=True)
@@ -223,7 +238,12 @@ def _collect_library_frame(scan: Scan, view: FrameView) -> None:
 
 def _is_functional(view: FrameView) -> bool:
     filename = view.summary.filename.replace("\\", "/")
-    return filename.endswith(("/nn/functional.py", "/optim/adam.py", "/optim/adamw.py", "/optim/sgd.py")) or "/optim/" in filename
+    return (
+        filename.endswith(
+            ("/nn/functional.py", "/optim/adam.py", "/optim/adamw.py", "/optim/sgd.py")
+        )
+        or "/optim/" in filename
+    )
 
 
 def _varargs(view: FrameView) -> set[str]:

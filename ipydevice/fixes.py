@@ -60,7 +60,9 @@ class _Plan:
             self.names.append(name)
 
 
-def propose_fixes(facts: MessageFacts, analysis: Analysis, scan: Scan, views: list[FrameView]) -> tuple[Fix, ...]:
+def propose_fixes(
+    facts: MessageFacts, analysis: Analysis, scan: Scan, views: list[FrameView]
+) -> tuple[Fix, ...]:
     """Every applicable fix, best first (see module docstring)."""
     target = analysis.target
     if not target:
@@ -95,8 +97,14 @@ def _plan_moves(analysis: Analysis, scan: Scan, target: str, cell: _Cell | None)
     return plan
 
 
-def _plan_one(plan: _Plan, culprit: Culprit, by_path: dict, target: str, rebound: set[str], scan: Scan) -> None:
-    if culprit.finding.rule == "optimizer_state" and culprit.owner is not None and culprit.owner.named:
+def _plan_one(
+    plan: _Plan, culprit: Culprit, by_path: dict, target: str, rebound: set[str], scan: Scan
+) -> None:
+    if (
+        culprit.finding.rule == "optimizer_state"
+        and culprit.owner is not None
+        and culprit.owner.named
+    ):
         _plan_optimizer(plan, culprit.owner)
         return
     if culprit.finding.rule == "meta_model" and culprit.owner is not None:
@@ -105,13 +113,17 @@ def _plan_one(plan: _Plan, culprit: Culprit, by_path: dict, target: str, rebound
             code = f"{text}.to_empty(device={target!r})  # uninitialised: load the weights next"
             plan.add(Step("to_empty", culprit.owner.path, target), code, text)
         return
-    entries = [culprit.owner] if culprit.finding.kind == "module" and culprit.owner is not None else culprit.entries
+    entries = (
+        [culprit.owner]
+        if culprit.finding.kind == "module" and culprit.owner is not None
+        else culprit.entries
+    )
     for entry in entries:
         if not entry.named or not entry.path or entry.path[0][0] != "name":
             continue
         if entry.path[0][1] in rebound:
             continue  # the cell rebinds it: only a cell fix survives a re-run
-        if entry.kind == "module" or entry.parent_kind == "module" and entry.kind != "attribute":
+        if entry.kind == "module" or (entry.parent_kind == "module" and entry.kind != "attribute"):
             _plan_module(plan, entry, by_path, target, scan)
         else:
             _plan_tensor(plan, entry, by_path, target)
@@ -122,7 +134,9 @@ def _plan_tensor(plan: _Plan, entry: Entry, by_path: dict, target: str) -> None:
     container = entry.container
     if container is not None and len(path) == 2:
         # ``batch['x']``: rebuild (or .to()) the whole batch, as the user would.
-        holder = by_path.get(path[:1]) or Entry(container, path[:1], "namespace", "container", named=True)
+        holder = by_path.get(path[:1]) or Entry(
+            container, path[:1], "namespace", "container", named=True
+        )
         _plan_container(plan, holder, target)
         return
     if container is not None and isinstance(container, tuple):
@@ -143,7 +157,11 @@ def _plan_container(plan: _Plan, entry: Entry, target: str) -> None:
         return
     fields = getattr(type(obj), "_fields", None)
     if isinstance(obj, tuple) and isinstance(fields, tuple):
-        moved = ", ".join(f"{f}={text}.{f}.to({target!r})" for f, v in zip(fields, obj) if probe.is_tensor(v) and is_name(f))
+        moved = ", ".join(
+            f"{f}={text}.{f}.to({target!r})"
+            for f, v in zip(fields, obj)
+            if probe.is_tensor(v) and is_name(f)
+        )
         plan.add(Step("sequence", entry.path, target), f"{text} = {text}._replace({moved})", text)
         return
     opener, closer = ("[", "]") if isinstance(obj, list) else ("tuple(", ")")
@@ -167,7 +185,14 @@ def _plan_module(plan: _Plan, entry: Entry, by_path: dict, target: str, scan: Sc
     if owner is None or (owner.module is not None and owner.module.dispatch_device):
         return
     text = format_path(owner.path)
-    if probe.tensor_facts(entry.obj)[0] == "meta" and target != "meta" or entry.obj is owner.obj and owner.module is not None and owner.module.majority() == "meta" and target != "meta":
+    if (
+        (probe.tensor_facts(entry.obj)[0] == "meta"
+        and target != "meta")
+        or (entry.obj is owner.obj
+        and owner.module is not None
+        and owner.module.majority() == "meta"
+        and target != "meta")
+    ):
         # A meta tensor has no data to copy: Module.to() raises, to_empty() allocates.
         code = f"{text}.to_empty(device={target!r})  # uninitialised: load the weights next"
         plan.add(Step("to_empty", owner.path, target), code, text)
@@ -251,7 +276,9 @@ def _cell_fix(analysis: Analysis, scan: Scan, target: str, cell: _Cell | None) -
         new_lines.extend(code.splitlines())
     rewritten = insert_lines_before(cell.lines, cell.stmt, new_lines)
     names = ", ".join(plan.names)
-    return _cell_result(cell, rewritten, f"Move {names} to {target} in the cell, before the line that failed")
+    return _cell_result(
+        cell, rewritten, f"Move {names} to {target} in the cell, before the line that failed"
+    )
 
 
 def _cell_result(cell: _Cell, rewritten: list[str], title: str) -> Fix:
@@ -286,10 +313,14 @@ def _calls_in(cell: _Cell) -> list[ast.Call]:
 
 def _map_location_fix(cell: _Cell, target: str) -> Fix | None:
     for call in _calls_in(cell):
-        name = call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", "")
+        name = (
+            call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", "")
+        )
         if name == "load" and not any(k.arg == "map_location" for k in call.keywords):
             rewritten = add_keyword(cell.lines, call, f"map_location={target!r}")
-            return _cell_result(cell, rewritten, f"Load the checkpoint onto {target} with map_location")
+            return _cell_result(
+                cell, rewritten, f"Load the checkpoint onto {target} with map_location"
+            )
     return None
 
 

@@ -63,10 +63,13 @@ class FrameView:
         code = self.frame.f_code
         count = code.co_argcount + code.co_kwonlyargcount
         names = list(code.co_varnames[:count])
-        flags = inspect.CO_VARARGS, inspect.CO_VARKEYWORDS
-        extra = [name for flag, name in zip(flags, code.co_varnames[count : count + 2]) if code.co_flags & flag]
+        # *args then **kwargs follow the named arguments in co_varnames, each only
+        # when its flag is set.
+        for flag in (inspect.CO_VARARGS, inspect.CO_VARKEYWORDS):
+            if code.co_flags & flag and len(code.co_varnames) > len(names):
+                names.append(code.co_varnames[len(names)])
         out = []
-        for name in [*names, *extra]:
+        for name in names:
             if name != "self":
                 value = _frame_local(self.frame, name)
                 if value is not None:
@@ -158,11 +161,15 @@ def frame_tree(view: FrameView) -> tuple[ast.AST, int] | None:
     lines = linecache.getlines(code.co_filename, view.frame.f_globals)
     if not lines:
         return None
-    return _parse_block(code.co_filename, code.co_firstlineno, view.is_module_level, len(lines), tuple(lines))
+    return _parse_block(
+        code.co_filename, code.co_firstlineno, view.is_module_level, len(lines), tuple(lines)
+    )
 
 
 @functools.lru_cache(maxsize=256)
-def _parse_block(filename: str, first: int, whole: bool, count: int, lines: tuple[str, ...]) -> tuple[ast.AST, int] | None:
+def _parse_block(
+    filename: str, first: int, whole: bool, count: int, lines: tuple[str, ...]
+) -> tuple[ast.AST, int] | None:
     try:
         if whole:
             return ast.parse("".join(lines)), 0
@@ -182,7 +189,11 @@ def statement_at(tree: ast.AST, lineno: int) -> ast.stmt | None:
     best: ast.stmt | None = None
     for node in ast.walk(tree):
         if isinstance(node, ast.stmt) and node.lineno <= lineno <= (node.end_lineno or node.lineno):
-            if best is None or node.lineno >= best.lineno and (node.end_lineno or 0) <= (best.end_lineno or 0):
+            if (
+                best is None
+                or (node.lineno >= best.lineno
+                and (node.end_lineno or 0) <= (best.end_lineno or 0))
+            ):
                 best = node
     return best
 
@@ -224,11 +235,15 @@ def line_operands(view: FrameView) -> list[tuple[str, Any, bool]]:
     out: list[tuple[str, Any, bool]] = []
     index_nodes = _index_nodes(stmt)
     for part in header_nodes(stmt):
-        inner = {id(n.value) for n in ast.walk(part) if isinstance(n, (ast.Attribute, ast.Subscript))}
+        inner = {
+            id(n.value) for n in ast.walk(part) if isinstance(n, (ast.Attribute, ast.Subscript))
+        }
         for node in ast.walk(part):
             if id(node) in inner:
                 continue  # ``batch`` in ``batch['x']``: only the whole chain is an operand
-            if isinstance(node, (ast.Name, ast.Attribute, ast.Subscript)) and isinstance(getattr(node, "ctx", None), ast.Load):
+            if isinstance(node, (ast.Name, ast.Attribute, ast.Subscript)) and isinstance(
+                getattr(node, "ctx", None), ast.Load
+            ):
                 found = _resolvable(node, view.frame)
                 if found is not None:
                     chain, value = found

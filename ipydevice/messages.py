@@ -30,30 +30,72 @@ from typing import Any
 __all__ = ["FAMILIES", "MessageFacts", "device_tokens", "normalise_device", "recognise"]
 
 FAMILIES: tuple[str, ...] = (
-    "op_mismatch", "index_mismatch", "conv_type_mismatch", "rnn_mismatch",
-    "generator_mismatch", "load_location", "numpy_conversion", "meta_device",
-    "dataparallel", "optimizer_state", "mps", "hf_warning", "xla",
+    "op_mismatch",
+    "index_mismatch",
+    "conv_type_mismatch",
+    "rnn_mismatch",
+    "generator_mismatch",
+    "load_location",
+    "numpy_conversion",
+    "meta_device",
+    "dataparallel",
+    "optimizer_state",
+    "mps",
+    "hf_warning",
+    "xla",
 )
 
 _SCAN_LIMIT = 20_000
 # Every device type normalise_device accepts (torch's DeviceType names plus common
 # privateuse1 renames). The generic scan uses a shorter list: words such as "lazy", "ve",
 # "hip" or "ort" occur in prose far more often than as devices.
-_KNOWN_TYPES = frozenset({
-    "cpu", "cuda", "mps", "xla", "xpu", "npu", "hpu", "mtia", "maia", "ipu", "meta", "gpu",
-    "privateuseone", "mlu", "musa", "hip", "ve", "lazy", "vulkan", "fpga", "ort", "mkldnn",
-    "opengl", "opencl", "ideep",
-})
+_KNOWN_TYPES = frozenset(
+    {
+        "cpu",
+        "cuda",
+        "mps",
+        "xla",
+        "xpu",
+        "npu",
+        "hpu",
+        "mtia",
+        "maia",
+        "ipu",
+        "meta",
+        "gpu",
+        "privateuseone",
+        "mlu",
+        "musa",
+        "hip",
+        "ve",
+        "lazy",
+        "vulkan",
+        "fpga",
+        "ort",
+        "mkldnn",
+        "opengl",
+        "opencl",
+        "ideep",
+    }
+)
 _SCAN_TYPES = "privateuseone|cuda|cpu|mps|xla|xpu|npu|hpu|mtia|maia|meta|mlu|musa"
-_DTYPES = (r"(?:float|double|half|bfloat16|long|int|short|char|byte|bool|complex[a-z]*"
-           r"|qu?int\d+|float8\w*?)")
+_DTYPES = (
+    r"(?:float|double|half|bfloat16|long|int|short|char|byte|bool|complex[a-z]*"
+    r"|qu?int\d+|float8\w*?)"
+)
 _I = re.I | re.S
 
 _PLAIN_RE = re.compile(r"(?P<t>[a-z][a-z0-9_]*)(?::(?P<i>\d+))?", re.I)
-_REPR_RE = re.compile(r"(?:torch\.)?device\(\s*(?:type\s*=\s*)?['\"](?P<t>[\w:]+)['\"]"
-                      r"(?:\s*,\s*(?:index\s*=\s*)?(?P<i>\d+))?\s*\)", re.I)
-_TORCH_TYPE_RE = re.compile(rf"torch\.(?:(?!sparse\.)(?P<t>[a-z]\w*)\.)?(?:sparse\.)?"
-                            rf"{_DTYPES}Tensor", re.I)
+_REPR_RE = re.compile(
+    r"(?:torch\.)?device\(\s*(?:type\s*=\s*)?['\"](?P<t>[\w:]+)['\"]"
+    r"(?:\s*,\s*(?:index\s*=\s*)?(?P<i>\d+))?\s*\)",
+    re.I,
+)
+_TORCH_TYPE_RE = re.compile(
+    rf"torch\.(?:(?!sparse\.)(?P<t>[a-z]\w*)\.)?(?:sparse\.)?"
+    rf"{_DTYPES}Tensor",
+    re.I,
+)
 _LAYOUT = r"(?:sparse|quantized|mkldnn)"
 _ATEN_TYPE_RE = re.compile(rf"{_LAYOUT}?(?P<t>[a-z]+?|PrivateUse1){_DTYPES}Type", re.I)
 _BACKEND_RE = re.compile(rf"{_LAYOUT}(?P<t>[a-z]+)", re.I)
@@ -201,8 +243,11 @@ _PAIR_RE = re.compile(rf"\((\w+)\)\s+({_D})(?=[,\s]|$)")
 def _r(family: str, key: str, pattern: str, **kw: Any) -> _Rule:
     # A literal space means "some whitespace": torch reflows long messages.
     rx = re.compile(pattern.replace(" ", r"\s+").replace("@D", _D).replace("@E", _END), _I)
-    groups = tuple(n for n, _ in sorted(rx.groupindex.items(), key=lambda kv: kv[1])
-                   if n[0] in "do" and n[1:].isdigit())
+    groups = tuple(
+        n
+        for n, _ in sorted(rx.groupindex.items(), key=lambda kv: kv[1])
+        if n[0] in "do" and n[1:].isdigit()
+    )
     return _Rule(family, key, rx, groups, **kw)
 
 
@@ -237,124 +282,363 @@ def _cuda_ordinal(m: re.Match[str], parts: Parts) -> Parts:
 _A = r"expected all tensors to be on the same (?:common )?device,? but "
 _RULES: tuple[_Rule, ...] = (
     # B4 (PR #155085): names the odd argument, then the common device
-    _r("op_mismatch", "different from other tensors", _A + r"got (?P<arg>\w+) is on (?P<d1>@D),"
-       r"\s*different from other tensors on (?P<d2>@D)@E", off="d1", exp="d2"),
+    _r(
+        "op_mismatch",
+        "different from other tensors",
+        _A + r"got (?P<arg>\w+) is on (?P<d1>@D),"
+        r"\s*different from other tensors on (?P<d2>@D)@E",
+        off="d1",
+        exp="d2",
+    ),
     # A, B1-B3 (any "arugment" spelling), F', Dynamo wrappers: the order is not reliable
-    _r("op_mismatch", "two", _A + r"found (?:at least )?two (?:different )?devices,?\s+(?P<d1>@D)"
-       r"\s*(?:and|,)\s*(?P<d2>@D)@E(?:!?\s*\(when checking ar\w* for argument (?P<arg>\w+))?",
-       need=2),
-    _r("op_mismatch", "fake", r"Unhandled FakeTensor Device Propagation for (?P<op>aten\.\w+"
-       r"(?:\.\w+)?),\s*found two different devices (?P<d1>@D),\s*(?P<d2>@D)@E"),
-    _r("op_mismatch", "expected device", r"Tensor on device (?P<d1>@D) is not on the expected "
-       r"device (?P<d2>@D)@E", off="d1", exp="d2"),
+    _r(
+        "op_mismatch",
+        "two",
+        _A + r"found (?:at least )?two (?:different )?devices,?\s+(?P<d1>@D)"
+        r"\s*(?:and|,)\s*(?P<d2>@D)@E(?:!?\s*\(when checking ar\w* for argument (?P<arg>\w+))?",
+        need=2,
+    ),
+    _r(
+        "op_mismatch",
+        "fake",
+        r"Unhandled FakeTensor Device Propagation for (?P<op>aten\.\w+"
+        r"(?:\.\w+)?),\s*found two different devices (?P<d1>@D),\s*(?P<d2>@D)@E",
+    ),
+    _r(
+        "op_mismatch",
+        "expected device",
+        r"Tensor on device (?P<d1>@D) is not on the expected "
+        r"device (?P<d2>@D)@E",
+        off="d1",
+        exp="d2",
+    ),
     # C legacy: type names / backends / device types, then short forms
-    _r("op_mismatch", "expected object of", r"Expected object of (?:device )?(?:type|backend) "
-       r"(?P<d1>@D) but (?:got|found) (?:device )?(?:type|backend) (?P<d2>@D) for argument #\d+ "
-       r"'(?P<arg>\w+)'", exp="d1", off="d2", differ=True),
-    _r("op_mismatch", "expected device", r"expected device (?P<d1>@D) but got device (?P<d2>@D)@E",
-       exp="d1", off="d2", differ=True),
+    _r(
+        "op_mismatch",
+        "expected object of",
+        r"Expected object of (?:device )?(?:type|backend) "
+        r"(?P<d1>@D) but (?:got|found) (?:device )?(?:type|backend) (?P<d2>@D) for argument #\d+ "
+        r"'(?P<arg>\w+)'",
+        exp="d1",
+        off="d2",
+        differ=True,
+    ),
+    _r(
+        "op_mismatch",
+        "expected device",
+        r"expected device (?P<d1>@D) but got device (?P<d2>@D)@E",
+        exp="d1",
+        off="d2",
+        differ=True,
+    ),
     _r("op_mismatch", "different gpus", r"arguments are located on different GPUs", devs=()),
-    _r("op_mismatch", "current device", r"Input, output and indices must be on the current device",
-       devs=()),
-    _r("op_mismatch", "received", r"All input tensors must be on the same device\. Received "
-       r"(?P<d1>@D) and (?P<d2>@D)@E", op="cat"),
+    _r(
+        "op_mismatch",
+        "current device",
+        r"Input, output and indices must be on the current device",
+        devs=(),
+    ),
+    _r(
+        "op_mismatch",
+        "received",
+        r"All input tensors must be on the same device\. Received "
+        r"(?P<d1>@D) and (?P<d2>@D)@E",
+        op="cat",
+    ),
     # D checkSameGPU (still raised by MPS mm in 2.x): GPU stays 'gpu', it may mean MPS
-    _r("op_mismatch", "but expected", r"Tensor for (?:argument #\d+ )?'(?P<arg>\w+)' is on "
-       r"(?P<d1>\w+).{0,300}?but expected (?:it|them) to be on (?P<dx>\w+)", off="d1", exp="dx",
-       extra=_check_same_gpu),
-    _r("op_mismatch", "does not equal", r"Expected tensor for argument #\d+ '(?P<arg>\w+)' to have"
-       r" the same device as tensor for argument #\d+ '(?P<role>\w+)';\s*but device (?P<o1>\d+) "
-       r"does not equal (?P<o2>\d+)", off="o1", exp="o2", roles=_CONV),
+    _r(
+        "op_mismatch",
+        "but expected",
+        r"Tensor for (?:argument #\d+ )?'(?P<arg>\w+)' is on "
+        r"(?P<d1>\w+).{0,300}?but expected (?:it|them) to be on (?P<dx>\w+)",
+        off="d1",
+        exp="dx",
+        extra=_check_same_gpu,
+    ),
+    _r(
+        "op_mismatch",
+        "does not equal",
+        r"Expected tensor for argument #\d+ '(?P<arg>\w+)' to have"
+        r" the same device as tensor for argument #\d+ '(?P<role>\w+)';\s*but device (?P<o1>\d+) "
+        r"does not equal (?P<o2>\d+)",
+        off="o1",
+        exp="o2",
+        roles=_CONV,
+    ),
     # Q MPS wordings; the same shape with another expected device is generic
-    _r("mps", "placeholder storage", r"Placeholder storage has not been allocated on MPS device",
-       devs=(), exp="mps"),
-    _r("mps", "expected on", r"Tensor for argument (?P<arg>\w+) is on (?P<d1>@D) but expected on "
-       r"(?P<d2>mps(?::\d+)?)\b", off="d1", exp="d2"),
-    _r("op_mismatch", "expected on", r"Tensor for argument (?P<arg>\w+) is on (?P<d1>@D) but "
-       r"expected on (?P<d2>@D)@E", off="d1", exp="d2"),
-    _r("mps", "_mps", r"(?P<op>\w+_mps):\s*(?P<arg>\w+)\(device='?(?P<d1>[\w:]+)'?\) and "
-       r"(?P<role>\w+)\(device='?(?P<d2>[\w:]+)'?\) must be on the same device", roles=_CONV),
+    _r(
+        "mps",
+        "placeholder storage",
+        r"Placeholder storage has not been allocated on MPS device",
+        devs=(),
+        exp="mps",
+    ),
+    _r(
+        "mps",
+        "expected on",
+        r"Tensor for argument (?P<arg>\w+) is on (?P<d1>@D) but expected on "
+        r"(?P<d2>mps(?::\d+)?)\b",
+        off="d1",
+        exp="d2",
+    ),
+    _r(
+        "op_mismatch",
+        "expected on",
+        r"Tensor for argument (?P<arg>\w+) is on (?P<d1>@D) but "
+        r"expected on (?P<d2>@D)@E",
+        off="d1",
+        exp="d2",
+    ),
+    _r(
+        "mps",
+        "_mps",
+        r"(?P<op>\w+_mps):\s*(?P<arg>\w+)\(device='?(?P<d1>[\w:]+)'?\) and "
+        r"(?P<role>\w+)\(device='?(?P<d2>[\w:]+)'?\) must be on the same device",
+        roles=_CONV,
+    ),
     # G: a device mismatch reported as a type mismatch, only when the devices differ
-    _r("conv_type_mismatch", "type (", r"Input type \((?P<d1>[^()]+)\) and (?P<role>weight|bias) "
-       r"type \((?P<d2>[^()]+)\) should be the same", differ=True, roles=_CONV),
+    _r(
+        "conv_type_mismatch",
+        "type (",
+        r"Input type \((?P<d1>[^()]+)\) and (?P<role>weight|bias) "
+        r"type \((?P<d2>[^()]+)\) should be the same",
+        differ=True,
+        roles=_CONV,
+    ),
     # H; pack_padded_sequence lengths (a CPU tensor with the wrong dtype is not a device error)
-    _r("rnn_mismatch", "not at the same device", r"Input and (?P<role>parameter|hidden) tensors "
-       r"are not at the same device,\s*found input tensor at (?P<d1>@D) and \w+ tensor at "
-       r"(?P<d2>@D)@E"),
-    _r("rnn_mismatch", "'lengths'", r"'(?P<arg>lengths)' argument should be a 1D (?P<d1>\w+) "
-       r"int64 tensor,\s*but got \d+D (?P<d2>@D) \w+ tensor", exp="d1", off="d2", differ=True),
+    _r(
+        "rnn_mismatch",
+        "not at the same device",
+        r"Input and (?P<role>parameter|hidden) tensors "
+        r"are not at the same device,\s*found input tensor at (?P<d1>@D) and \w+ tensor at "
+        r"(?P<d2>@D)@E",
+    ),
+    _r(
+        "rnn_mismatch",
+        "'lengths'",
+        r"'(?P<arg>lengths)' argument should be a 1D (?P<d1>\w+) "
+        r"int64 tensor,\s*but got \d+D (?P<d2>@D) \w+ tensor",
+        exp="d1",
+        off="d2",
+        differ=True,
+    ),
     # I, J
-    _r("index_mismatch", "indexed tensor", r"indices should be either on \w+ or on the same "
-       r"device as the indexed tensor\s*\((?P<d1>@D)\)", arg="indices", exp="d1"),
-    _r("generator_mismatch", "for generator", r"Expected an? '(?P<d1>@D)' device type for "
-       r"generator but found '(?P<d2>@D)'", arg="generator", exp="d1", off="d2"),
+    _r(
+        "index_mismatch",
+        "indexed tensor",
+        r"indices should be either on \w+ or on the same "
+        r"device as the indexed tensor\s*\((?P<d1>@D)\)",
+        arg="indices",
+        exp="d1",
+    ),
+    _r(
+        "generator_mismatch",
+        "for generator",
+        r"Expected an? '(?P<d1>@D)' device type for "
+        r"generator but found '(?P<d2>@D)'",
+        arg="generator",
+        exp="d1",
+        off="d2",
+    ),
     # K torch.load: the tagged device, then the map_location target when one is suggested
-    _r("load_location", "deserialize", r"deserialize object on an? (?P<d1>\w+) device but "
-       r"torch\.\w+\.is_available\(\) is False(?:.{0,300}?map_location\s*=\s*torch\.device\(\s*"
-       r"'(?P<d2>[\w:]+)'\s*\))?", off="d1", exp="d2"),
-    _r("load_location", "deserialize", r"deserialize object on (?P<dt>\w+) device (?P<di>\d+) "
-       r"but torch\.\w+\.device_count\(\) is \d+", extra=_cuda_ordinal),
-    _r("load_location", "restore data location", r"restore data location of \S+ \(tagged with "
-       r"(?P<d1>[\w:]+)\)", off="d1"),
-    _r("load_location", "storage device not recognized", r"Storage device not recognized:\s*"
-       r"(?P<d1>@D)@E", off="d1"),
+    _r(
+        "load_location",
+        "deserialize",
+        r"deserialize object on an? (?P<d1>\w+) device but "
+        r"torch\.\w+\.is_available\(\) is False(?:.{0,300}?map_location\s*=\s*torch\.device\(\s*"
+        r"'(?P<d2>[\w:]+)'\s*\))?",
+        off="d1",
+        exp="d2",
+    ),
+    _r(
+        "load_location",
+        "deserialize",
+        r"deserialize object on (?P<dt>\w+) device (?P<di>\d+) "
+        r"but torch\.\w+\.device_count\(\) is \d+",
+        extra=_cuda_ordinal,
+    ),
+    _r(
+        "load_location",
+        "restore data location",
+        r"restore data location of \S+ \(tagged with "
+        r"(?P<d1>[\w:]+)\)",
+        off="d1",
+    ),
+    _r(
+        "load_location",
+        "storage device not recognized",
+        r"Storage device not recognized:\s*"
+        r"(?P<d1>@D)@E",
+        off="d1",
+    ),
     # L numpy (pre-1.5 said "CUDA tensor"; FakeTensor has its own wording)
-    _r("numpy_conversion", "numpy", r"can't convert (?P<d1>@D) (?:device type )?tensor to numpy",
-       off="d1", exp="cpu", need=1),
-    _r("numpy_conversion", "tensor subclasses", r"\.numpy\(\) is not supported for tensor "
-       r"subclasses", devs=()),
+    _r(
+        "numpy_conversion",
+        "numpy",
+        r"can't convert (?P<d1>@D) (?:device type )?tensor to numpy",
+        off="d1",
+        exp="cpu",
+        need=1,
+    ),
+    _r(
+        "numpy_conversion",
+        "tensor subclasses",
+        r"\.numpy\(\) is not supported for tensor "
+        r"subclasses",
+        devs=(),
+    ),
     # M meta: the fix is to materialise, not to move
-    _r("meta_device", "meta", r"Cannot copy out of meta tensor|cannot be called on meta tensors|"
-       r"non-meta parameter.{0,80}?to a meta parameter|Cannot inplace into non-meta tensor "
-       r"with meta tensor", devs=("meta",), off="meta"),
+    _r(
+        "meta_device",
+        "meta",
+        r"Cannot copy out of meta tensor|cannot be called on meta tensors|"
+        r"non-meta parameter.{0,80}?to a meta parameter|Cannot inplace into non-meta tensor "
+        r"with meta tensor",
+        devs=("meta",),
+        off="meta",
+    ),
     # N DataParallel / DDP
-    _r("dataparallel", "device_ids[0]", r"module must have its parameters and buffers on device "
-       r"(?P<d1>@D) \(device_ids\[0\]\) but found one of them on device:\s*(?P<d2>@D)@E",
-       exp="d1", off="d2"),
-    _r("dataparallel", "same type of devices", r"same type of devices,\s*but input module "
-       r"parameters locate in \{(?P<lst>[^}]*)\}"),
-    _r("dataparallel", "device_ids and output_device", r"device_ids and output_device arguments "
-       r"only work with.{0,200}?module parameters \{(?P<lst>[^}]*)\}", arg="device_ids"),
+    _r(
+        "dataparallel",
+        "device_ids[0]",
+        r"module must have its parameters and buffers on device "
+        r"(?P<d1>@D) \(device_ids\[0\]\) but found one of them on device:\s*(?P<d2>@D)@E",
+        exp="d1",
+        off="d2",
+    ),
+    _r(
+        "dataparallel",
+        "same type of devices",
+        r"same type of devices,\s*but input module "
+        r"parameters locate in \{(?P<lst>[^}]*)\}",
+    ),
+    _r(
+        "dataparallel",
+        "device_ids and output_device",
+        r"device_ids and output_device arguments "
+        r"only work with.{0,200}?module parameters \{(?P<lst>[^}]*)\}",
+        arg="device_ids",
+    ),
     # O optimizer: foreach names no device ("CPU" there is about `step`); capturable lists
-    _r("optimizer_state", "same index", r"Tensors of the same index must be on the same device",
-       devs=()),
-    _r("optimizer_state", "capturable", r"capturable=(?:True|False),\s*(?:params and )?"
-       r"state_steps (?:must|should)[^\[]*?(?:\[(?P<lst>[^\]]*)\]|tensors)"),
+    _r(
+        "optimizer_state",
+        "same index",
+        r"Tensors of the same index must be on the same device",
+        devs=(),
+    ),
+    _r(
+        "optimizer_state",
+        "capturable",
+        r"capturable=(?:True|False),\s*(?:params and )?"
+        r"state_steps (?:must|should)[^\[]*?(?:\[(?P<lst>[^\]]*)\]|tensors)",
+    ),
     # P Hugging Face generate() warning and accelerate dispatch/offload messages
-    _r("hf_warning", "generate()", r"\.generate\(\) with the `(?P<arg>\w+)` being on a device type"
-       r" different.{0,200}?is on (?P<d1>@D),\s*whereas the model is on (?P<d2>@D)@E", off="d1",
-       exp="d2"),
-    _r("hf_warning", "a model that", r"move a model that (?:is dispatched|has some modules "
-       r"offloaded)|a model that has been loaded in \d+-bit precision on a different device"),
-    _r("hf_warning", "offloaded", r"parameters are on the meta device(?: device)? because they "
-       r"were offloaded"),
+    _r(
+        "hf_warning",
+        "generate()",
+        r"\.generate\(\) with the `(?P<arg>\w+)` being on a device type"
+        r" different.{0,200}?is on (?P<d1>@D),\s*whereas the model is on (?P<d2>@D)@E",
+        off="d1",
+        exp="d2",
+    ),
+    _r(
+        "hf_warning",
+        "a model that",
+        r"move a model that (?:is dispatched|has some modules "
+        r"offloaded)|a model that has been loaded in \d+-bit precision on a different device",
+    ),
+    _r(
+        "hf_warning",
+        "offloaded",
+        r"parameters are on the meta device(?: device)? because they "
+        r"were offloaded",
+    ),
     # R op-specific wordings (observed on 2.13)
-    _r("op_mismatch", "stft", r"stft input and (?P<arg>\w+) must be on the same device but got "
-       r"self on (?P<d1>@D) and \w+ on (?P<d2>@D)@E", op="stft", exp="d1", off="d2"),
-    _r("op_mismatch", "but tensor", r"all tensors must be on the same device but tensor \d+ is on "
-       r"(?P<d1>@D) and tensor \d+ on (?P<d2>@D)@E", exp="d1", off="d2"),
-    _r("op_mismatch", "input tensors must all", r"Input tensors must all be on the same device\. "
-       r"Input \d+ is on device (?P<d1>@D) and input \d+ is on device (?P<d2>@D)@E", exp="d1",
-       off="d2"),
-    _r("op_mismatch", "meshgrid", r"meshgrid expects all tensors to have the same device", devs=(),
-       op="meshgrid"),
-    _r("index_mismatch", "in the same device", r"(?P<op>\w+)\(\):\s*[\w\s,]*?expected to be in "
-       r"the same device,\s*but got (?P<lst>[^\n]+)", extra=_odd_one_out),
-    _r("op_mismatch", "dividend", r"Expected divisor \((?P<arg>\w+)\) to be on the same device "
-       r"\((?P<d1>@D)\) as dividend \(\w+\),\s*but it is found on (?P<d2>@D)@E", exp="d1",
-       off="d2"),
-    _r("op_mismatch", "expected tensor to have", r"Expected tensor to have (?P<d1>@D) Device"
-       r"(?:Type)?,\s*but got tensor with (?P<d2>@D) Device", exp="d1", off="d2"),
-    _r("op_mismatch", "query.device", r"Expected query,\s*key,\s*and value to have the same device"
-       r" type,\s*but got query\.device:\s*(?P<d1>@D) key\.device:\s*(?P<d2>@D) and "
-       r"value\.device:\s*(?P<d3>@D)@E", op="scaled_dot_product_attention"),
-    _r("op_mismatch", "cross-device", r"copy from device (?P<d1>@D) to device (?P<d2>@D),\s*but "
-       r"cross-device copies are not allowed"),
+    _r(
+        "op_mismatch",
+        "stft",
+        r"stft input and (?P<arg>\w+) must be on the same device but got "
+        r"self on (?P<d1>@D) and \w+ on (?P<d2>@D)@E",
+        op="stft",
+        exp="d1",
+        off="d2",
+    ),
+    _r(
+        "op_mismatch",
+        "but tensor",
+        r"all tensors must be on the same device but tensor \d+ is on "
+        r"(?P<d1>@D) and tensor \d+ on (?P<d2>@D)@E",
+        exp="d1",
+        off="d2",
+    ),
+    _r(
+        "op_mismatch",
+        "input tensors must all",
+        r"Input tensors must all be on the same device\. "
+        r"Input \d+ is on device (?P<d1>@D) and input \d+ is on device (?P<d2>@D)@E",
+        exp="d1",
+        off="d2",
+    ),
+    _r(
+        "op_mismatch",
+        "meshgrid",
+        r"meshgrid expects all tensors to have the same device",
+        devs=(),
+        op="meshgrid",
+    ),
+    _r(
+        "index_mismatch",
+        "in the same device",
+        r"(?P<op>\w+)\(\):\s*[\w\s,]*?expected to be in "
+        r"the same device,\s*but got (?P<lst>[^\n]+)",
+        extra=_odd_one_out,
+    ),
+    _r(
+        "op_mismatch",
+        "dividend",
+        r"Expected divisor \((?P<arg>\w+)\) to be on the same device "
+        r"\((?P<d1>@D)\) as dividend \(\w+\),\s*but it is found on (?P<d2>@D)@E",
+        exp="d1",
+        off="d2",
+    ),
+    _r(
+        "op_mismatch",
+        "expected tensor to have",
+        r"Expected tensor to have (?P<d1>@D) Device"
+        r"(?:Type)?,\s*but got tensor with (?P<d2>@D) Device",
+        exp="d1",
+        off="d2",
+    ),
+    _r(
+        "op_mismatch",
+        "query.device",
+        r"Expected query,\s*key,\s*and value to have the same device"
+        r" type,\s*but got query\.device:\s*(?P<d1>@D) key\.device:\s*(?P<d2>@D) and "
+        r"value\.device:\s*(?P<d3>@D)@E",
+        op="scaled_dot_product_attention",
+    ),
+    _r(
+        "op_mismatch",
+        "cross-device",
+        r"copy from device (?P<d1>@D) to device (?P<d2>@D),\s*but "
+        r"cross-device copies are not allowed",
+    ),
     # proposed conv wording (pytorch PR #168064, not released)
-    _r("op_mismatch", "same device (got", r"Expected (?P<arg>\w+) and (?P<role>\w+) to be on the "
-       r"same device \(got (?P<d1>@D) and (?P<d2>@D)\)", roles=_CONV, differ=True),
-    _r("xla", "not an xla tensor", r"Input tensor is not an XLA tensor:\s*(?P<d1>[\w.]+)",
-       off="d1", exp="xla"),
+    _r(
+        "op_mismatch",
+        "same device (got",
+        r"Expected (?P<arg>\w+) and (?P<role>\w+) to be on the "
+        r"same device \(got (?P<d1>@D) and (?P<d2>@D)\)",
+        roles=_CONV,
+        differ=True,
+    ),
+    _r(
+        "xla",
+        "not an xla tensor",
+        r"Input tensor is not an XLA tensor:\s*(?P<d1>[\w.]+)",
+        off="d1",
+        exp="xla",
+    ),
 )
 
 
@@ -370,8 +654,18 @@ _OP_RES: tuple[re.Pattern[str], ...] = (
     re.compile(r"call_function\s+<(?:built-in\s+)?(?:function|method)\s+(\w+)"),
     re.compile(r"call_method\s+(\w+)"),
 )
-_INDEX_OPS = frozenset({"index_select", "index_add", "index_copy", "index_fill", "index_put",
-                        "index_reduce", "_index_put_impl", "index"})
+_INDEX_OPS = frozenset(
+    {
+        "index_select",
+        "index_add",
+        "index_copy",
+        "index_fill",
+        "index_put",
+        "index_reduce",
+        "_index_put_impl",
+        "index",
+    }
+)
 # Resource, environment, dtype and shape errors that mention CUDA or a device in passing.
 # Checked only when no family matched, so a real mismatch followed by a CUDA hint stays one.
 # "invalid device ordinal" (cuda:1 on a one-GPU machine) is an environment error too.
@@ -381,19 +675,25 @@ _NEAR_MISS_RE = re.compile(
     r"device\s+ordinal|cuda\s+error:|cublas_status|cudnn_status|illegal\s+memory\s+access|"
     r"scalar\s+types?\b|same\s+dtype|dtype\b.{0,80}?\bdoes\s+not\s+match|should\s+be\s+the\s+same"
     r"|requires\s+grad|shapes\s+cannot\s+be\s+multiplied|size\s+mismatch|unknown\s+device|"
-    r"device\s+string|invalid\s+device|device\s+index|expected\s+one\s+of\s+cpu", re.S)
+    r"device\s+string|invalid\s+device|device\s+index|expected\s+one\s+of\s+cpu",
+    re.S,
+)
 # Fallback (run on lower-cased text): placement wording, then two distinct devices or an
 # explicit "tensors ... on different devices"
 _PLACEMENT_RE = re.compile(
     r"same\s+(?:common\s+)?device|different\s+(?:devices?|gpus)|expected\s+(?:on\s+)?(?:the\s+)?"
     r"device|another\s+device|must\s+(?:all\s+)?be\s+on|not\s+on\s+the\s+expected|located\s+"
-    r"on|device\s+type|device\s+mismatch|is\s+on\s+\w+(?::\d+)?\s*,?\s+but")
-_DIFFERENT_RE = re.compile(r"\b(?:tensors?|arguments?|inputs?|operands?)\b[^.\n]{0,60}?"
-                           r"\bon\s+(?:two\s+|multiple\s+)?different\s+(?:devices|gpus)")
+    r"on|device\s+type|device\s+mismatch|is\s+on\s+\w+(?::\d+)?\s*,?\s+but"
+)
+_DIFFERENT_RE = re.compile(
+    r"\b(?:tensors?|arguments?|inputs?|operands?)\b[^.\n]{0,60}?"
+    r"\bon\s+(?:two\s+|multiple\s+)?different\s+(?:devices|gpus)"
+)
 _ALWAYS_DEVICE = frozenset({"FakeTensorDeviceMismatchError"})
 _NEVER_DEVICE = frozenset({"OutOfMemoryError", "AcceleratorError", "CudaError"})
-_NOT_DEVICE = MessageFacts(False, None, (), None, None, None, None, None,
-                           "not a device-placement error")
+_NOT_DEVICE = MessageFacts(
+    False, None, (), None, None, None, None, None, "not a device-placement error"
+)
 _SUMMARIES = {
     "op_mismatch": "an operation received tensors on different devices",
     "index_mismatch": "an indexing op got indices on another device than the indexed tensor",
@@ -443,14 +743,25 @@ def _default_parts(rule: _Rule, m: re.Match[str], text: str) -> Parts:
 
     groups = m.groupdict()
     role = groups.get("role")
-    return {"devices": devices, "argument": groups.get("arg") or rule.arg,
-            "op": groups.get("op") or rule.op, "offending": pick(rule.off),
-            "expected": pick(rule.exp), "role": role.lower() if role else None}
+    return {
+        "devices": devices,
+        "argument": groups.get("arg") or rule.arg,
+        "op": groups.get("op") or rule.op,
+        "offending": pick(rule.off),
+        "expected": pick(rule.exp),
+        "role": role.lower() if role else None,
+    }
 
 
-def _facts(family: str, devices: tuple[str, ...], arg: str | None = None,
-           op: str | None = None, off: str | None = None, exp: str | None = None,
-           role: str | None = None) -> MessageFacts:
+def _facts(
+    family: str,
+    devices: tuple[str, ...],
+    arg: str | None = None,
+    op: str | None = None,
+    off: str | None = None,
+    exp: str | None = None,
+    role: str | None = None,
+) -> MessageFacts:
     detail = [f"devices {', '.join(devices)}"] if devices else []
     detail += [f"argument '{arg}'"] if arg else []
     detail += [f"op {op}"] if op else []

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ast
 
-__all__ = ["char_col", "insert_lines_before", "parses", "replace_span", "segment"]
+__all__ = ["add_keyword", "char_col", "insert_lines_before", "parses", "replace_span", "segment"]
 
 
 def parses(source: str) -> bool:
@@ -49,13 +49,11 @@ def replace_span(lines: list[str], node: ast.AST, text: str) -> list[str]:
 
 def insert_lines_before(lines: list[str], stmt: ast.stmt, new: list[str]) -> list[str]:
     """Inserts ``new`` statements before ``stmt``, at its indentation."""
+    # ``a = 1; b = f(a)``: when the statement does not start its line, the new
+    # lines go before the whole line, which is just as early for ``b``.
     index = stmt.lineno - 1
     line = lines[index]
     indent = line[: len(line) - len(line.lstrip())]
-    if char_col(line, stmt.col_offset) != len(indent):
-        # ``a = 1; b = f(a)``: the statement does not start its line. Insert on
-        # the line before, indented like the line, which runs first all the same.
-        pass
     return lines[:index] + [f"{indent}{text}\n" for text in new] + lines[index:]
 
 
@@ -64,8 +62,7 @@ def add_keyword(lines: list[str], call: ast.Call, keyword: str) -> list[str]:
     end_line = (call.end_lineno or call.lineno) - 1
     close = char_col(lines[end_line], call.end_col_offset or 0) - 1
     text = lines[end_line]
-    has_args = bool(call.args or call.keywords)
     before = text[:close].rstrip()
-    joiner = "" if not has_args else (" " if before.endswith(",") else ", ")
-    new_line = text[:close].rstrip() + joiner + keyword + text[close:] if has_args else text[:close] + keyword + text[close:]
-    return lines[:end_line] + [new_line] + lines[end_line + 1 :]
+    if call.args or call.keywords:
+        before += " " if before.endswith(",") else ", "
+    return lines[:end_line] + [before + keyword + text[close:]] + lines[end_line + 1 :]

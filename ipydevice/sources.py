@@ -26,7 +26,6 @@ from ipydevice import probe
 from ipydevice.culprits import Analysis, Culprit
 from ipydevice.frames import FrameView, frame_tree, is_user_file
 from ipydevice.model import Finding, Fix
-from ipydevice.paths import format_path
 from ipydevice.rewrite import add_keyword, replace_span, segment
 from ipydevice.scan import Entry, Scan
 
@@ -34,8 +33,7 @@ __all__ = ["FACTORIES", "source_fixes"]
 
 #: torch functions that create a tensor and take ``device=``.
 FACTORIES = frozenset(
-    "zeros ones empty full arange range linspace logspace eye rand randn randint randperm "
-    "tensor as_tensor scalar_tensor tril_indices triu_indices empty_strided normal".split()
+    ["zeros", "ones", "empty", "full", "arange", "range", "linspace", "logspace", "eye", "rand", "randn", "randint", "randperm", "tensor", "as_tensor", "scalar_tensor", "tril_indices", "triu_indices", "empty_strided", "normal"]
 )
 
 
@@ -68,7 +66,14 @@ def source_fixes(analysis: Analysis, scan: Scan, views: list[FrameView]) -> list
 
 def _local_fix(entry: Entry, views: list[FrameView], target: str) -> Fix | None:
     name = str(entry.path[0][1])
-    view = next((v for v in reversed(views) if v.is_user and v.label == entry.where and not v.is_module_level), None)
+    view = next(
+        (
+            v
+            for v in reversed(views)
+            if v.is_user and v.label == entry.where and not v.is_module_level
+        ),
+        None,
+    )
     if view is None or not name.isidentifier():
         return None
     parsed = frame_tree(view)
@@ -83,7 +88,13 @@ def _local_fix(entry: Entry, views: list[FrameView], target: str) -> Fix | None:
     assert value is not None
     if _is_factory(value) and not any(k.arg == "device" for k in value.keywords):  # type: ignore[attr-defined]
         title = f"Create {name} on the right device in {view.label}"
-        return _edit(view, stmt, offset, lambda lines, node: add_keyword(lines, node.value, f"device={device}"), title)
+        return _edit(
+            view,
+            stmt,
+            offset,
+            lambda lines, node: add_keyword(lines, node.value, f"device={device}"),
+            title,
+        )
 
     def wrap(lines: list[str], node: ast.AST) -> list[str]:
         text = segment(lines, node.value)
@@ -97,9 +108,23 @@ def _local_fix(entry: Entry, views: list[FrameView], target: str) -> Fix | None:
 def _last_assignment(tree: ast.AST, name: str, before: int) -> ast.Assign | ast.AnnAssign | None:
     best = None
     for node in ast.walk(tree):
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
-        if node is not tree and any(isinstance(t, ast.Name) and t.id == name for t in targets) and len(targets) == 1:
-            if node.lineno <= before and getattr(node, "value", None) is not None and (best is None or node.lineno > best.lineno):
+        targets = (
+            node.targets
+            if isinstance(node, ast.Assign)
+            else [node.target]
+            if isinstance(node, ast.AnnAssign)
+            else []
+        )
+        if (
+            node is not tree
+            and any(isinstance(t, ast.Name) and t.id == name for t in targets)
+            and len(targets) == 1
+        ):
+            if (
+                node.lineno <= before
+                and getattr(node, "value", None) is not None
+                and (best is None or node.lineno > best.lineno)
+            ):
                 best = node
     return best
 
@@ -108,8 +133,18 @@ def _is_factory(node: ast.AST) -> bool:
     if not isinstance(node, ast.Call):
         return False
     func = node.func
-    name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
-    base = func.value.id if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) else "torch"
+    name = (
+        func.attr
+        if isinstance(func, ast.Attribute)
+        else func.id
+        if isinstance(func, ast.Name)
+        else ""
+    )
+    base = (
+        func.value.id
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)
+        else "torch"
+    )
     return name in FACTORIES and base == "torch"
 
 
@@ -123,11 +158,16 @@ def _device_expression(view: FrameView, target: str) -> str:
 
 def _edit(view: FrameView, stmt: ast.stmt, offset: int, change: Any, title: str) -> Fix | None:
     filename = view.frame.f_code.co_filename
-    lines = [ln if ln.endswith("\n") else ln + "\n" for ln in linecache.getlines(filename, view.frame.f_globals)]
+    lines = [
+        ln if ln.endswith("\n") else ln + "\n"
+        for ln in linecache.getlines(filename, view.frame.f_globals)
+    ]
     return _apply_edit(filename, lines, stmt, offset, change, title)
 
 
-def _apply_edit(filename: str, lines: list[str], stmt: ast.stmt, offset: int, change: Any, title: str) -> Fix | None:
+def _apply_edit(
+    filename: str, lines: list[str], stmt: ast.stmt, offset: int, change: Any, title: str
+) -> Fix | None:
     node = copy.deepcopy(stmt)
     ast.increment_lineno(node, offset)
     start, end = node.lineno, node.end_lineno or node.lineno
@@ -196,14 +236,23 @@ def _self_assignment(code: Any, name: str) -> tuple[FrameLike, ast.stmt, int] | 
         return None
     try:
         block = "".join(inspect.getblock(lines[code.co_firstlineno - 1 :]))
-        tree, offset = (ast.parse("if 1:\n" + block), code.co_firstlineno - 2) if block[:1] in " \t" else (ast.parse(block), code.co_firstlineno - 1)
+        tree, offset = (
+            (ast.parse("if 1:\n" + block), code.co_firstlineno - 2)
+            if block[:1] in " \t"
+            else (ast.parse(block), code.co_firstlineno - 1)
+        )
     except (SyntaxError, ValueError, IndexError):
         return None
     for node in ast.walk(tree):
         if isinstance(node, (ast.Assign, ast.AnnAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             for t in targets:
-                if isinstance(t, ast.Attribute) and t.attr == name and isinstance(t.value, ast.Name) and t.value.id == "self":
+                if (
+                    isinstance(t, ast.Attribute)
+                    and t.attr == name
+                    and isinstance(t.value, ast.Name)
+                    and t.value.id == "self"
+                ):
                     if len(targets) == 1 and node.value is not None:
                         return FrameLike(code, {}), node, offset
     return None
@@ -218,7 +267,9 @@ def _class_edit(owner: Any, name: str, change: Any, title: str) -> Fix | None:
     return _apply_edit(where.filename, lines, stmt, offset, change, title)
 
 
-def _register_buffer_fix(entry: Entry, scan: Scan, causes: list[Culprit], target: str) -> Fix | None:
+def _register_buffer_fix(
+    entry: Entry, scan: Scan, causes: list[Culprit], target: str
+) -> Fix | None:
     found = _owner_of(entry, scan, attribute=True)
     if found is None:
         return None
@@ -226,13 +277,30 @@ def _register_buffer_fix(entry: Entry, scan: Scan, causes: list[Culprit], target
 
     def change(lines: list[str], node: ast.AST) -> list[str]:
         value = segment(lines, node.value)
-        return replace_span(lines, node, f"self.register_buffer({name!r}, {value}, persistent=False)")
+        return replace_span(
+            lines, node, f"self.register_buffer({name!r}, {value}, persistent=False)"
+        )
 
     cls = probe.class_name(owner)
-    fix = _class_edit(owner, name, change, f"Register {cls}.{name} as a buffer so that .to() moves it")
+    fix = _class_edit(
+        owner, name, change, f"Register {cls}.{name} as a buffer so that .to() moves it"
+    )
     why = f"self.{name} is a plain tensor attribute of {cls}: module.to() never moves it"
-    causes.append(Culprit(Finding(entry.name, probe.tensor_facts(entry.obj)[0], "attribute", entry.where, why,
-                                  rule="unregistered_tensor", target=target, location=fix.location if fix else ""), [entry]))
+    causes.append(
+        Culprit(
+            Finding(
+                entry.name,
+                probe.tensor_facts(entry.obj)[0],
+                "attribute",
+                entry.where,
+                why,
+                rule="unregistered_tensor",
+                target=target,
+                location=fix.location if fix else "",
+            ),
+            [entry],
+        )
+    )
     return fix
 
 
@@ -250,11 +318,26 @@ def _module_list_fix(entry: Entry, scan: Scan, causes: list[Culprit], target: st
         return replace_span(lines, node.value, f"{prefix}{wrapper}({text})")
 
     cls = probe.class_name(owner)
-    fix = _class_edit(owner, name, change, f"Hold {cls}.{name} in an nn.{wrapper} so that .to() moves its modules")
+    fix = _class_edit(
+        owner, name, change, f"Hold {cls}.{name} in an nn.{wrapper} so that .to() moves its modules"
+    )
     why = f"self.{name} is a plain {type(value).__name__} of modules: module.to() and .parameters() never see them"
     list_name = entry.name.rsplit("[", 1)[0] if "[" in entry.name else entry.name
-    causes.append(Culprit(Finding(list_name, probe.tensor_facts(entry.obj)[0] if probe.is_tensor(entry.obj) else "", "plain list", entry.where, why,
-                                  rule="plain_list", target=target, location=fix.location if fix else ""), [entry]))
+    causes.append(
+        Culprit(
+            Finding(
+                list_name,
+                probe.tensor_facts(entry.obj)[0] if probe.is_tensor(entry.obj) else "",
+                "plain list",
+                entry.where,
+                why,
+                rule="plain_list",
+                target=target,
+                location=fix.location if fix else "",
+            ),
+            [entry],
+        )
+    )
     return fix
 
 
@@ -263,7 +346,3 @@ def _has_nn(owner: Any) -> bool:
     globals_ = getattr(init, "__globals__", {})
     nn = globals_.get("nn") if isinstance(globals_, dict) else None
     return nn is not None and getattr(nn, "__name__", "") == "torch.nn"
-
-
-def _unused(*_: Any) -> str:  # pragma: no cover
-    return format_path(())

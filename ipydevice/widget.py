@@ -104,7 +104,10 @@ def build_panel(
     if more is not None:
         children.append(more)
     children.append(status)
-    root = w.VBox(children, layout=w.Layout(padding="8px 12px", margin="6px 0", border_left=f"4px solid {ACCENT}"))
+    root = w.VBox(
+        children,
+        layout=w.Layout(padding="8px 12px", margin="6px 0", border_left=f"4px solid {ACCENT}"),
+    )
     root.add_class("ipydevice-panel")
     return root
 
@@ -112,21 +115,27 @@ def build_panel(
 def _reporter(status: Any) -> Callable[[str, bool], None]:
     def say(message: str, ok: bool = True) -> None:
         colour = "#2f9e44" if ok else "#e03131"
-        status.value = f'<span style="color:{colour}">{"✔" if ok else "✘"}</span> {html.escape(message)}'
+        status.value = (
+            f'<span style="color:{colour}">{"✔" if ok else "✘"}</span> {html.escape(message)}'
+        )
 
     return say
 
 
 def _header_html(d: Diagnosis) -> str:
     first = d.message.splitlines()[0] if d.message else ""
-    rows = [r for r in ordered_records(d) if r.name in {f.name for f in d.culprits}] or ordered_records(d)[:3]
+    rows = [
+        r for r in ordered_records(d) if r.name in {f.name for f in d.culprits}
+    ] or ordered_records(d)[:3]
     parts = [
         f'<div style="font-weight:600">ipydevice · device error <span style="opacity:0.75;font-weight:400">({html.escape(d.family or "")})</span></div>',
         f'<div class="ipydevice-headline" style="font-size:14px;margin:4px 0 2px 0">{inline_code(headline(d))}</div>',
         f'<div style="opacity:0.75;{CODE}">{html.escape(d.exc_type)}: {html.escape(first[:300])}</div>',
     ]
     if d.failing_module:
-        parts.append(f'<div style="opacity:0.75">failed in <code style="{CODE}">{html.escape(d.failing_module)}</code></div>')
+        parts.append(
+            f'<div style="opacity:0.75">failed in <code style="{CODE}">{html.escape(d.failing_module)}</code></div>'
+        )
     parts.append(causes_html(d))
     if rows:
         parts.append(table_html(rows, {f.name for f in d.culprits}, len(rows)))
@@ -148,16 +157,29 @@ def _details(d: Diagnosis) -> Any:
     return box
 
 
-def _fix_box(number: int, fix: Fix, namespace: Namespace | None, insert: Callable[[str], None] | None, say: Callable[[str, bool], None]) -> Any:
+def _fix_box(
+    number: int,
+    fix: Fix,
+    namespace: Namespace | None,
+    insert: Callable[[str], None] | None,
+    say: Callable[[str, bool], None],
+) -> Any:
     import ipywidgets as w
 
     hint = SCOPE_HINTS.get(fix.scope, fix.scope)
     where = f" · {html.escape(fix.location)}" if fix.location and fix.scope == "source" else ""
-    title = w.HTML(f'<b>{number}. {html.escape(fix.title)}</b> <span style="opacity:0.75">({html.escape(hint)}{where})</span>')
+    title = w.HTML(
+        f'<b>{number}. {html.escape(fix.title)}</b> <span style="opacity:0.75">({html.escape(hint)}{where})</span>'
+    )
     code = textwrap.dedent(fix.code).rstrip()
     buttons = []
     if fix.can_apply and namespace is not None:
-        apply = w.Button(description="Apply", button_style="warning", tooltip="Move the live objects now, then re-run the cell", icon="check")
+        apply = w.Button(
+            description="Apply",
+            button_style="warning",
+            tooltip="Move the live objects now, then re-run the cell",
+            icon="check",
+        )
         apply.add_class("ipydevice-apply")
         apply.on_click(_guarded(lambda _: _apply(fix, namespace, say), say))
         buttons.append(apply)
@@ -169,12 +191,16 @@ def _fix_box(number: int, fix: Fix, namespace: Namespace | None, insert: Callabl
         add.add_class("ipydevice-insert")
         add.on_click(_guarded(lambda _: _insert(code, insert, say), say))
         buttons.append(add)
-    box = w.VBox([title, w.HTML(code_block(code)), w.HBox(buttons)], layout=w.Layout(margin="6px 0 0 0"))
+    box = w.VBox(
+        [title, w.HTML(code_block(code)), w.HBox(buttons)], layout=w.Layout(margin="6px 0 0 0")
+    )
     box.add_class("ipydevice-fix")
     return box
 
 
-def _guarded(callback: Callable[[Any], None], say: Callable[[str, bool], None]) -> Callable[[Any], None]:
+def _guarded(
+    callback: Callable[[Any], None], say: Callable[[str, bool], None]
+) -> Callable[[Any], None]:
     """Errors in a click show in the status line instead of vanishing."""
 
     def run(button: Any) -> None:

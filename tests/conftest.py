@@ -6,9 +6,8 @@ import os
 
 os.environ["IPYDEVICE_DEBUG"] = "1"
 
-import pytest  # noqa: E402
-
-from cells import Notebook  # noqa: E402
+import pytest
+from cells import Notebook
 
 
 @pytest.fixture

@@ -9,18 +9,23 @@ import sys
 
 import pytest
 import torch
+from cells import Notebook
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ipydevice
-from cells import Notebook
 from ipydevice.model import Diagnosis, Fix, Step
 
-CLASSIC = "Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!"
+CLASSIC = (
+    "Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!"
+)
 
 
 def meta_error(nb: Notebook, extra: str = "") -> BaseException:
-    nb.run("import torch\nimport torch.nn as nn\nmodel = nn.Linear(4, 2).to('meta')\nx = torch.randn(3, 4)\n" + extra)
+    nb.run(
+        "import torch\nimport torch.nn as nn\nmodel = nn.Linear(4, 2).to('meta')\nx = torch.randn(3, 4)\n"
+        + extra
+    )
     return nb.fails("out = model(x)\n")
 
 
@@ -124,8 +129,15 @@ def test_to_dict_is_json(nb):
 
 def test_truncation_is_visible(nb):
     extra = "".join(f"t{i} = torch.ones(2)\n" for i in range(30))
-    nb.run("import torch\nimport torch.nn as nn\nmodel = nn.Linear(4, 2).to('meta')\nx = torch.randn(3, 4)\n" + extra)
-    nb.run("def step(model, x):\n" + "".join(f"    a{i} = torch.ones(2)\n" for i in range(30)) + "    return model(x)\n")
+    nb.run(
+        "import torch\nimport torch.nn as nn\nmodel = nn.Linear(4, 2).to('meta')\nx = torch.randn(3, 4)\n"
+        + extra
+    )
+    nb.run(
+        "def step(model, x):\n"
+        + "".join(f"    a{i} = torch.ones(2)\n" for i in range(30))
+        + "    return model(x)\n"
+    )
     exc = nb.fails("out = step(model, x)\n")
     with ipydevice.override(max_rows=5):
         d = ipydevice.diagnose(exc, namespace=nb.ns)
@@ -173,7 +185,12 @@ def test_apply_reports_a_failing_move():
             raise MemoryError("out of memory")
 
     ns = {"thing": Stubborn()}
-    result = Fix("Move", "thing = thing.to('cuda:0')", "namespace", steps=(Step("reassign", (("name", "thing"),), "cuda:0"),)).apply(ns)
+    result = Fix(
+        "Move",
+        "thing = thing.to('cuda:0')",
+        "namespace",
+        steps=(Step("reassign", (("name", "thing"),), "cuda:0"),),
+    ).apply(ns)
     assert not result.ok and "MemoryError: out of memory" in result.message
 
 
@@ -182,7 +199,9 @@ def test_apply_reports_a_failing_move():
 def test_fix_code_parses_and_never_evaluates_a_key(key):
     nb = Notebook()
     nb.ns["key"] = key
-    nb.run("import torch\nimport torch.nn as nn\nmodel = nn.Linear(4, 2).to('meta')\nbatch = {key: torch.randn(3, 4)}\n")
+    nb.run(
+        "import torch\nimport torch.nn as nn\nmodel = nn.Linear(4, 2).to('meta')\nbatch = {key: torch.randn(3, 4)}\n"
+    )
     exc = nb.fails("out = model(batch[key])\n")
     d: Diagnosis = ipydevice.diagnose(exc, namespace=nb.ns)
     assert d.culprits[0].name == f"batch[{key!r}]"

@@ -15,12 +15,14 @@ from collections.abc import Callable
 
 import pytest
 import torch
+from cells import Notebook
 
 import ipydevice
-from cells import Notebook
 from ipydevice.model import Diagnosis, Fix
 
-IMPORTS = "import torch\nimport torch.nn as nn\nfrom torch.utils.data import DataLoader, TensorDataset\n"
+IMPORTS = (
+    "import torch\nimport torch.nn as nn\nfrom torch.utils.data import DataLoader, TensorDataset\n"
+)
 
 
 def scenario(setup: str, failing: str) -> tuple[Notebook, Diagnosis]:
@@ -40,7 +42,9 @@ def scopes(d: Diagnosis) -> list[str]:
     return [f.scope for f in d.fixes]
 
 
-def verify_fixes(setup: str, failing: str, d: Diagnosis, after: Callable[[], None] = lambda: None) -> None:
+def verify_fixes(
+    setup: str, failing: str, d: Diagnosis, after: Callable[[], None] = lambda: None
+) -> None:
     """Every namespace, cell and source fix makes the failed cell run."""
     assert d.fixes, "no fix proposed"
     for fix in d.fixes:
@@ -79,7 +83,7 @@ def test_model_on_device_input_not_moved():
     x = torch.randn(3, 4)
     """
     failing = "out = model(x)\n"
-    nb, d = scenario(setup, failing)
+    _, d = scenario(setup, failing)
     assert d.is_device_error and d.target == "meta"
     assert culprit_names(d) == ["x"]
     assert d.reference == "model"
@@ -98,7 +102,7 @@ def test_dataloader_batch_not_moved_inside_the_loop():
     for xb, yb in loader:
         out = model(xb)
     """
-    nb, d = scenario(setup, failing)
+    _, d = scenario(setup, failing)
     assert d.target == "meta"
     assert culprit_names(d) == ["xb"]
     # The loop rebinds xb on every run: moving it in the namespace would not last.
@@ -113,7 +117,7 @@ def test_dict_batch():
     batch = {'features': torch.randn(3, 4), 'ids': torch.arange(3), 'source': 'train.csv'}
     """
     failing = "out = model(batch['features'])\n"
-    nb, d = scenario(setup, failing)
+    _, d = scenario(setup, failing)
     assert culprit_names(d) == ["batch['features']"]
     first = d.fixes[0]
     assert first.scope == "namespace" and first.code.startswith("batch = {k: v.to('meta')")
@@ -129,7 +133,7 @@ def test_bce_pos_weight_left_on_cpu():
     logits = model(x)
     """
     failing = "loss = criterion(logits, y)\n"
-    nb, d = scenario(setup, failing)
+    _, d = scenario(setup, failing)
     assert d.target == "meta"
     assert culprit_names(d) == ["criterion.pos_weight"]
     assert d.fixes[0].code == "criterion.to('meta')"
@@ -144,7 +148,7 @@ def test_cross_entropy_weight_left_on_cpu():
     y = torch.zeros(8, dtype=torch.long, device='meta')
     """
     failing = "loss = criterion(model(x), y)\n"
-    nb, d = scenario(setup, failing)
+    _, d = scenario(setup, failing)
     assert d.target == "meta"
     assert culprit_names(d) == ["criterion.weight"]
     assert d.fixes[0].code == "criterion.to('meta')"
@@ -165,7 +169,7 @@ for state in opt.state.values():
 
 def test_optimizer_state_left_behind():
     failing = "opt.step()\n"
-    nb, d = scenario(OPTIMIZER_SETUP, failing)
+    _, d = scenario(OPTIMIZER_SETUP, failing)
     assert culprit_names(d)[0] == "opt.state"
     culprit = d.culprits[0]
     assert culprit.kind == "optimizer state" and culprit.device == "cpu"
@@ -197,13 +201,16 @@ x = torch.randn(10, device='meta')
 
 def test_tensor_attribute_not_registered_as_buffer():
     failing = "out = model(x)\n"
-    nb, d = scenario(SEED_004, failing)
+    _, d = scenario(SEED_004, failing)
     assert d.target == "meta"
     assert culprit_names(d) == ["model.cache"]
     assert d.culprits[0].kind == "attribute"
     assert d.fixes[0].code == "model.cache = model.cache.to('meta')"
     source = [f for f in d.fixes if f.scope == "source"]
-    assert source and "self.register_buffer('cache', torch.randn(10), persistent=False)" in source[0].code
+    assert (
+        source
+        and "self.register_buffer('cache', torch.randn(10), persistent=False)" in source[0].code
+    )
     assert source[0].lineno > 0 and source[0].location.endswith(f":{source[0].lineno}")
     assert any(c.rule == "unregistered_tensor" for c in d.causes)
     verify_fixes(SEED_004, failing, d)
@@ -228,7 +235,7 @@ x = torch.randn(3, 4, device='meta')
 
 def test_layers_in_a_plain_list():
     failing = "out = model(x)\n"
-    nb, d = scenario(PLAIN_LIST, failing)
+    _, d = scenario(PLAIN_LIST, failing)
     assert d.target == "meta"
     assert culprit_names(d)[0] == "model.layers[0]"
     assert d.fixes[0].code == "for m in model.layers:\n    m.to('meta')"
@@ -256,7 +263,7 @@ x = torch.randn(2, 4, device='meta')
 
 def test_head_added_after_to():
     failing = "out = model(x)\n"
-    nb, d = scenario(HEAD_AFTER_TO, failing)
+    _, d = scenario(HEAD_AFTER_TO, failing)
     assert d.target == "meta"
     assert culprit_names(d) == ["model.fc"]
     assert d.culprits[0].kind == "module"
@@ -281,7 +288,7 @@ x = torch.randn(2, 4, device='meta')
 
 def test_factory_call_inside_forward_without_device():
     failing = "out = model(x)\n"
-    nb, d = scenario(FACTORY_IN_FORWARD, failing)
+    _, d = scenario(FACTORY_IN_FORWARD, failing)
     assert d.target == "meta"
     assert culprit_names(d) == ["pos in PosEnc.forward"]
     assert scopes(d) == ["source"]
@@ -298,7 +305,7 @@ def test_lstm_hidden_state():
     c0 = torch.zeros(1, 2, 8)
     """
     failing = "out, (h, c) = lstm(x, (h0, c0))\n"
-    nb, d = scenario(setup, failing)
+    _, d = scenario(setup, failing)
     assert d.family == "rnn_mismatch"
     assert d.target == "meta"
     assert sorted(culprit_names(d)) == ["c0", "h0"]
@@ -323,7 +330,7 @@ mask = torch.ones(5, 5, dtype=torch.bool).triu(1)
 
 def test_mask():
     failing = "out = model(x, mask)\n"
-    nb, d = scenario(ATTENTION, failing)
+    _, d = scenario(ATTENTION, failing)
     assert d.target == "meta"
     assert culprit_names(d) == ["mask"]
     verify_fixes(ATTENTION, failing, d)
@@ -337,7 +344,7 @@ def test_zero_dim_scalar_is_not_blamed():
     offset = torch.ones(2)
     """
     failing = "out = model(x) * scale + offset\n"
-    nb, d = scenario(setup, failing)
+    _, d = scenario(setup, failing)
     assert culprit_names(d) == ["offset"]
     assert "scale" in [r.name for r in d.records]
     verify_fixes(setup, failing, d)
@@ -360,7 +367,7 @@ model = nn.Linear(4, 2).to('meta')
 
 def test_culprit_only_in_a_helper_functions_locals():
     failing = "out = predict(model, [0, 2])\n"
-    nb, d = scenario(HELPER, failing)
+    _, d = scenario(HELPER, failing)
     assert d.target == "meta"
     assert culprit_names(d)[0] == "batch in predict"
     fix = next(f for f in d.fixes if f.scope == "source")
@@ -374,7 +381,7 @@ def test_meta_model_moved_with_to():
         model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
     """
     failing = "model.to('cpu')\n"
-    nb, d = scenario(setup, failing)
+    _, d = scenario(setup, failing)
     assert d.family == "meta_device"
     assert d.target == "cpu"
     assert culprit_names(d)[0].startswith("model")
@@ -389,7 +396,7 @@ def test_torch_load_of_a_gpu_checkpoint(tmp_path, monkeypatch):
         torch.save({"w": torch.randn(2, 2)}, path)
     setup = f"path = {str(path)!r}\n"
     failing = "state = torch.load(path)\n"
-    nb, d = scenario(setup, failing)
+    _, d = scenario(setup, failing)
     assert d.family == "load_location"
     assert d.target == "cpu"
     assert d.fixes[0].scope == "cell"
@@ -419,7 +426,7 @@ def test_fake_cuda_devices(model_device, input_device):
     setup = FAKE_SETUP.format(model_device=model_device, input_device=input_device)
     failing = "out = model(x)\n"
     try:
-        nb, d = scenario(setup, failing)
+        _, d = scenario(setup, failing)
     finally:
         mode_exit()
     assert d.family == "op_mismatch"

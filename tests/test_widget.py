@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from cells import Notebook
 
 import ipydevice
-from cells import Notebook
 from ipydevice.widget import build_panel, panel_bundle
 
 w = pytest.importorskip("ipywidgets")
@@ -77,7 +77,10 @@ def test_copy_button_carries_the_code(nb):
     pytest.importorskip("anywidget")
     panel = build_panel(diagnosis(nb), lambda: nb.ns)
     copies = with_class(panel, "ipydevice-copy") or [
-        child for box in with_class(panel, "ipydevice-fix") for child in box.children[-1].children if hasattr(child, "text")
+        child
+        for box in with_class(panel, "ipydevice-fix")
+        for child in box.children[-1].children
+        if hasattr(child, "text")
     ]
     assert copies[0].text == "x = x.to('meta')"
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 import re
 import textwrap
 from collections.abc import Sequence
-from typing import Any
 from html import escape
+from typing import Any
 
 from ipydevice.model import Diagnosis, Fix, ObjectRecord
 from ipydevice.probe import format_bytes
@@ -44,13 +44,20 @@ def _inline_code(text: str) -> str:
     parts = re.split(r"`([^`]*)`", text)
     out = []
     for index, part in enumerate(parts):
-        out.append(f'<code style="{CODE};font-weight:600">{escape(part)}</code>' if index % 2 else escape(part))
+        out.append(
+            f'<code style="{CODE};font-weight:600">{escape(part)}</code>'
+            if index % 2
+            else escape(part)
+        )
     return "".join(out)
 
 
 def table_html(records: Sequence[ObjectRecord], culprits: set[str], limit: int) -> str:
     """The objects as an HTML table, culprits marked, long tables folded."""
-    header = "".join(f'<th style="{CELL};font-weight:600">{h}</th>' for h in ("", "name", "kind", "device", "shape", "dtype", "size", "where"))
+    header = "".join(
+        f'<th style="{CELL};font-weight:600">{h}</th>'
+        for h in ("", "name", "kind", "device", "shape", "dtype", "size", "where")
+    )
     shown, rest = list(records[:limit]), list(records[limit:])
     body = "".join(_row(r, r.name in culprits) for r in shown)
     table = f'<table class="ipydevice-table" style="border-collapse:collapse;margin:6px 0"><thead><tr>{header}</tr></thead><tbody>{body}</tbody></table>'
@@ -102,7 +109,9 @@ def render_diagnosis_html(d: Diagnosis, limit: int | None = None) -> str:
         f'<div style="{MUTED};{CODE}">{escape(d.exc_type)}: {escape(first_line[:300])}</div>',
     ]
     if d.failing_module:
-        parts.append(f'<div style="{MUTED}">failed in <code style="{CODE}">{escape(d.failing_module)}</code></div>')
+        parts.append(
+            f'<div style="{MUTED}">failed in <code style="{CODE}">{escape(d.failing_module)}</code></div>'
+        )
     parts.append(_causes_html(d))
     records = ordered_records(d)
     if records:
@@ -135,7 +144,9 @@ def render_inventory_html(inv: Any, limit: int | None = None) -> str:
 
     limit = limit or current().max_rows
     total = sum(t.count for t in inv.totals)
-    title = f"ipydevice · {len(inv.records)} objects" + (f" ({', '.join(inv.names)})" if inv.names else "")
+    title = f"ipydevice · {len(inv.records)} objects" + (
+        f" ({', '.join(inv.names)})" if inv.names else ""
+    )
     chips = " ".join(
         f'<span style="display:inline-block;margin:2px 6px 2px 0;padding:1px 8px;border-radius:9px;background:rgba(127,127,127,0.15)">'
         f"<b>{escape(t.device)}</b> {t.count} tensors · {escape(format_bytes(t.nbytes))}</span>"
@@ -148,7 +159,12 @@ def render_inventory_html(inv: Any, limit: int | None = None) -> str:
         table_html(ordered, {p.name for p in inv.problems}, limit),
     ]
     if inv.problems:
-        lis = "".join(f'<li><code style="{CODE};font-weight:600">{escape(p.name)}</code>: {escape(p.why)}</li>' for p in inv.problems)
-        parts.append(f'<div style="font-weight:600;margin-top:6px">Problems</div><ul style="margin:4px 0;padding-left:18px">{lis}</ul>')
+        lis = "".join(
+            f'<li><code style="{CODE};font-weight:600">{escape(p.name)}</code>: {escape(p.why)}</li>'
+            for p in inv.problems
+        )
+        parts.append(
+            f'<div style="font-weight:600;margin-top:6px">Problems</div><ul style="margin:4px 0;padding-left:18px">{lis}</ul>'
+        )
     parts.extend(f'<div style="{MUTED}">note: {escape(n)}</div>' for n in inv.notes)
     return f'<div class="ipydevice-panel ipydevice-inventory" style="{ROOT_STYLE.replace(ACCENT, "#1c7ed6").replace("232,89,12", "28,126,214")}">{"".join(parts)}</div>'

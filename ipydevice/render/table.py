@@ -9,7 +9,19 @@ from ipydevice.render.text import ordered_records, shares_text
 
 __all__ = ["diagnosis_table", "records_table"]
 
-COLUMNS = ["name", "kind", "type", "device", "shape", "dtype", "nbytes", "where", "devices", "detail", "culprit"]
+COLUMNS = [
+    "name",
+    "kind",
+    "type",
+    "device",
+    "shape",
+    "dtype",
+    "nbytes",
+    "where",
+    "devices",
+    "detail",
+    "culprit",
+]
 
 
 def records_table(records: list[ObjectRecord], culprits: set[str] | None = None) -> Any:

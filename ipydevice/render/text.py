@@ -35,7 +35,9 @@ def headline(d: Diagnosis) -> str:
         return f"not a device error ({d.exc_type})"
     if d.family == "load_location":
         where = d.devices[0] if d.devices else "another device"
-        return f"the checkpoint was saved from {where} tensors: load it with map_location={d.target!r}"
+        return (
+            f"the checkpoint was saved from {where} tensors: load it with map_location={d.target!r}"
+        )
     if d.family == "numpy_conversion" and not d.culprits:
         return "NumPy only reads CPU memory: copy the tensor with .detach().cpu() before .numpy()"
     if not d.culprits:
@@ -75,7 +77,16 @@ def record_row(record: ObjectRecord, culprit_names: set[str]) -> list[str]:
     mark = "✗" if record.name in culprit_names else " "
     device = record.device if not record.shares or len(record.shares) == 1 else shares_text(record)
     size = format_bytes(record.nbytes) if record.nbytes else ""
-    return [mark, record.name, record.kind, device or "-", record.shape, record.dtype, size, record.where]
+    return [
+        mark,
+        record.name,
+        record.kind,
+        device or "-",
+        record.shape,
+        record.dtype,
+        size,
+        record.where,
+    ]
 
 
 def ordered_records(d: Diagnosis) -> list[ObjectRecord]:
@@ -94,7 +105,9 @@ def render_diagnosis(d: Diagnosis, width: int = 100, max_rows: int | None = None
     limit = max_rows or current().max_rows
     out = [f"ipydevice · device error ({d.family})", f"  {headline(d)}", ""]
     first_line = d.message.splitlines()[0] if d.message else ""
-    out += textwrap.wrap(f"{d.exc_type}: {first_line}", width, initial_indent="  ", subsequent_indent="    ")[:4]
+    out += textwrap.wrap(
+        f"{d.exc_type}: {first_line}", width, initial_indent="  ", subsequent_indent="    "
+    )[:4]
     if d.failing_module:
         out.append(f"  failed in {d.failing_module}")
     out += _culprit_lines(d, width)
@@ -106,10 +119,20 @@ def render_diagnosis(d: Diagnosis, width: int = 100, max_rows: int | None = None
 
 
 def _culprit_lines(d: Diagnosis, width: int) -> list[str]:
-    findings = list(d.culprits) + [c for c in d.causes if c.name not in {f.name for f in d.culprits}]
+    findings = list(d.culprits) + [
+        c for c in d.causes if c.name not in {f.name for f in d.culprits}
+    ]
     if not findings:
         return []
-    rows = [["✗" if f in d.culprits else "·", f.name, f.device, f.why + (f"  [{f.location}]" if f.location else "")] for f in findings]
+    rows = [
+        [
+            "✗" if f in d.culprits else "·",
+            f.name,
+            f.device,
+            f.why + (f"  [{f.location}]" if f.location else ""),
+        ]
+        for f in findings
+    ]
     return ["", "  On the wrong device", *("    " + line for line in columns(rows, width - 4))]
 
 
@@ -133,7 +156,9 @@ def _fix_lines(d: Diagnosis) -> list[str]:
     for number, fix in enumerate(d.fixes, 1):
         where = f", {fix.location}" if fix.location and fix.scope == "source" else ""
         lines.append(f"    {number}. {fix.title}  [{SCOPE_HINTS.get(fix.scope, fix.scope)}{where}]")
-        lines.extend("         " + code for code in textwrap.dedent(fix.code).rstrip("\n").splitlines())
+        lines.extend(
+            "         " + code for code in textwrap.dedent(fix.code).rstrip("\n").splitlines()
+        )
     return lines
 
 
@@ -143,9 +168,16 @@ def render_inventory(inv: Any, width: int = 100, max_rows: int | None = None) ->
 
     limit = max_rows or current().max_rows
     total = sum(t.count for t in inv.totals)
-    title = f"ipydevice · {len(inv.records)} objects" + (f" ({', '.join(inv.names)})" if inv.names else "")
+    title = f"ipydevice · {len(inv.records)} objects" + (
+        f" ({', '.join(inv.names)})" if inv.names else ""
+    )
     out = [f"{title}, {total} tensors on {len(inv.totals)} devices"]
-    out += ["  " + line for line in columns([[t.device, f"{t.count} tensors", format_bytes(t.nbytes)] for t in inv.totals], width)]
+    out += [
+        "  " + line
+        for line in columns(
+            [[t.device, f"{t.count} tensors", format_bytes(t.nbytes)] for t in inv.totals], width
+        )
+    ]
     problem_names = {p.name for p in inv.problems}
     shown = 0
     for device, records in inv.by_device().items():
@@ -160,7 +192,10 @@ def render_inventory(inv: Any, width: int = 100, max_rows: int | None = None) ->
         out.append(f"  … {len(inv.records) - shown} more objects (.table() lists all)")
     if inv.problems:
         out += ["", "  Problems"]
-        out += ["    " + line for line in columns([["✗", p.name, p.why] for p in inv.problems], width - 4)]
+        out += [
+            "    " + line
+            for line in columns([["✗", p.name, p.why] for p in inv.problems], width - 4)
+        ]
     if inv.notes:
         out += ["", *(f"  note: {n}" for n in inv.notes)]
     return "\n".join(out)
