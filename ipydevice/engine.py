@@ -119,7 +119,7 @@ def diagnose(
             culprits=analysis.culprits,
             causes=analysis.causes,
             fixes=fixes[: settings.max_fixes],
-            snapshot=Snapshot(scan.records(), tuple(scan.notes)),
+            snapshot=Snapshot(scan.records(compact=True), tuple(scan.notes)),
             frames=tuple(v.summary for v in views),
             notes=notes,
             **base,

@@ -45,10 +45,14 @@ class ModuleView:
     plain_lists: list[tuple[Path, list[tuple[Path, Any]], Any]] = field(default_factory=list)
     dispatch_device: str = ""
     truncated: bool = False
+    submodules: list[tuple[Path, Any]] = field(default_factory=list)
+    _shares: tuple[DeviceShare, ...] | None = None
 
     def shares(self) -> tuple[DeviceShare, ...]:
         """Registered parameters and buffers per device, biggest count first."""
-        return shares_of(t for _, t, _ in self.registered)
+        if self._shares is None:
+            self._shares = shares_of(t for _, t, _ in self.registered)
+        return self._shares
 
     def majority(self) -> str:
         """The device most registered tensors live on ('' when none)."""
@@ -178,12 +182,23 @@ class Scan:
                 self._note(f"{format_path(path)}: only the first {self.settings.max_modules} submodules were scanned")
                 break
             children = self._module_level(current, rel, view)
+            if rel:
+                view.submodules.append((rel, current))
             stack.extend(reversed(children))
         for rel, tensor, kind in view.registered:
             self._record_part(tensor, (*path, *rel), owner, kind)
         for rel, tensor, _ in view.attributes:
             self._record_part(tensor, (*path, *rel), owner, "attribute")
+        held = [(rel, module) for _, members, _ in view.plain_lists for rel, module in members]
+        for rel, module in [*view.submodules, *held]:
+            self._adopt(module, (*path, *rel), owner)
         return view
+
+    def _adopt(self, module: Any, path: Path, owner: Entry) -> None:
+        """A submodule scanned on its own (a failing layer) belongs to its model."""
+        entry = self.entries.get(id(module))
+        if entry is not None and entry is not owner and entry.owner is None and not entry.named:
+            entry.owner, entry.path, entry.where = owner, path, owner.where
 
     def _module_level(self, module: Any, rel: Path, view: ModuleView) -> list[tuple[Any, Path]]:
         state = probe.module_dict(module)
@@ -224,18 +239,36 @@ class Scan:
 
     # -- naming from the namespace --------------------------------------------------
 
-    def name_from(self, namespace: Mapping[str, Any]) -> None:
+    def name_from(self, namespace: Mapping[str, Any], only: set[int] | None = None, deep: bool = True) -> None:
         """Gives entries namespace paths, walking ``namespace`` breadth first.
 
-        Stops as soon as every entry has a name, or when the visit budget is spent,
-        so the cost follows the objects involved, not the namespace's size.
+        Args:
+            namespace: the user's names.
+            only: ids of the entries worth a deep search (default: all unnamed).
+            deep: False looks at the top-level names only (one dict pass).
+
+        Stops as soon as every wanted entry has a name, or when the visit budget
+        is spent, so the cost follows the objects involved, not the namespace.
         """
         wanted = {key for key, entry in self.entries.items() if not entry.named}
+        if only is not None:
+            wanted &= only
         if not wanted:
             return
-        queue: list[tuple[Any, Path, int, Any]] = [
-            (value, (("name", name),), 0, None) for name, value in _namespace_items(namespace)
-        ]
+        queue: list[tuple[Any, Path, int, Any]] = []
+        if not deep:
+            try:
+                items = list(namespace.items())
+            except Exception:
+                return
+            for name, value in items:
+                if id(value) in wanted and isinstance(name, str) and not name.startswith("_") and name not in SKIP_NAMES:
+                    wanted -= self._rename(self.entries[id(value)], (("name", name),))
+            return
+        for name, value in _namespace_items(namespace):
+            if id(value) in wanted:
+                wanted -= self._rename(self.entries[id(value)], (("name", name),))
+            queue.append((value, (("name", name),), 0, None))
         visited: set[int] = set()
         head = 0
         while head < len(queue) and wanted and not self._spent():
@@ -300,15 +333,29 @@ class Scan:
 
     # -- results ------------------------------------------------------------------------
 
-    def records(self) -> tuple[ObjectRecord, ...]:
-        """Every entry as a row of strings and numbers."""
+    def records(self, compact: bool = False) -> tuple[ObjectRecord, ...]:
+        """Every entry as a row of strings and numbers.
+
+        ``compact`` leaves out module parameters and buffers that sit where their
+        module does: a 32-block model then costs a row, not three hundred.
+        """
         limit = self.settings.max_items
-        rows = (record_of(e, limit) for e in sorted(self.entries.values(), key=lambda e: e.order))
+        entries = sorted(self.entries.values(), key=lambda e: e.order)
+        if compact:
+            entries = [e for e in entries if not _unremarkable_part(e)]
+        rows = (record_of(e, limit) for e in entries)
         # A container that holds no tensor (``kwargs`` of a library frame) is noise.
         return tuple(r for r in rows if r.kind != "container" or r.shares)
 
 
 # -- helpers ----------------------------------------------------------------------------
+
+
+def _unremarkable_part(entry: Entry) -> bool:
+    owner = entry.owner
+    if entry.parent_kind != "module" or entry.operand or owner is None or owner.module is None:
+        return False
+    return probe.tensor_facts(entry.obj)[0] == owner.module.majority()
 
 
 def _descends(entry: Entry, ancestor: Entry) -> bool:
