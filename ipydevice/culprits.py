@@ -210,7 +210,7 @@ def _model_target(top: Entry, scan: Scan) -> str:
     # A model wholly on the CPU fed data that sits on one accelerator: the user
     # most likely forgot model.to(device), so the accelerator is the target.
     others = {
-        probe.tensor_facts(e.obj)[0]
+        e.facts[0]
         for e in scan.entries.values()
         if (e.operand or e.on_line) and e.kind in _TENSOR_KINDS and e.parent_kind != "module"
     }
@@ -224,7 +224,7 @@ def _operand_majority(scan: Scan, facts: MessageFacts) -> str:
     counts: Counter[str] = Counter()
     for entry in scan.entries.values():
         if entry.kind in _TENSOR_KINDS and (entry.operand or entry.on_line):
-            device, shape, *_ = probe.tensor_facts(entry.obj)
+            device, shape, *_ = entry.facts
             if shape != "()" and device != "?":
                 counts[device] += 1
     if counts:
@@ -239,7 +239,7 @@ def _concrete(target: str, scan: Scan) -> str:
     if not target or ":" in target or target in ("cpu", "meta"):
         return target
     seen = Counter(
-        probe.tensor_facts(e.obj)[0] for e in scan.entries.values() if e.kind in _TENSOR_KINDS
+        e.facts[0] for e in scan.entries.values() if e.kind in _TENSOR_KINDS
     )
     indexed = [d for d, _ in seen.most_common() if d.startswith(target + ":")]
     return indexed[0] if indexed else target
@@ -305,7 +305,7 @@ def _optimizer_state_ids(scan: Scan) -> set[int]:
 
 
 def _tensor_problem(entry: Entry, target: str) -> str:
-    device, shape, _, _, _ = probe.tensor_facts(entry.obj)
+    device, shape, _, _, _ = entry.facts
     if device == "?" or same_device(device, target):
         return ""
     if shape == "()" and device == "cpu":
@@ -322,7 +322,7 @@ def _tensor_problem(entry: Entry, target: str) -> str:
 def _finding(
     entry: Entry, why: str, target: str, kind: str | None = None, rule: str = "wrong_device"
 ) -> Finding:
-    device = probe.tensor_facts(entry.obj)[0] if entry.kind in _TENSOR_KINDS else (kind or "")
+    device = entry.facts[0] if entry.kind in _TENSOR_KINDS else (kind or "")
     return Finding(
         name=entry.name,
         device=device,
@@ -338,6 +338,8 @@ def _module_culprit(entry: Entry, target: str, scan: Scan, analysis: Analysis) -
     """A submodule wholly off-target (a head added after .to()) or off-target parts."""
     view = entry.module
     assert view is not None
+    if all(same_device(share.device, target) for share in view.shares()):
+        return None  # the common case, answered from the cached per-device counts
     off = [
         (rel, t, kind)
         for rel, t, kind in view.registered

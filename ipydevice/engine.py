@@ -12,6 +12,7 @@ The live objects (frames, tensors, modules) are held by local variables of
 
 from __future__ import annotations
 
+import gc
 import sys
 from collections.abc import Mapping
 from types import TracebackType
@@ -104,11 +105,16 @@ def diagnose(
         return Diagnosis(is_device_error=False, **base)
     settings = _settings.current()
     views = walk_frames(exc.__traceback__, settings.max_frames)
+    paused = gc.isenabled()
+    # The scan allocates many small objects next to a heap full of tensors: a
+    # full collection in the middle would cost more than the whole diagnosis.
+    gc.disable()
     try:
-        scan = collect(
-            views, namespace if namespace is not None else default_namespace(views), settings
-        )
+        names = namespace if namespace is not None else default_namespace(views)
+        scan = collect(views, names, settings)
         analysis = analyse(facts, scan, views)
+        if _name_deeper(scan, analysis, names):
+            analysis = analyse(facts, scan, views)
         fixes = propose_fixes(facts, analysis, scan, views)
         notes = tuple(scan.notes) + analysis.notes
         return Diagnosis(
@@ -134,6 +140,8 @@ def diagnose(
             **base,
         )
     finally:
+        if paused:
+            gc.enable()
         del views
 
 
@@ -181,6 +189,21 @@ def default_namespace(views: list[FrameView]) -> Mapping[str, Any]:
     return vars(main) if main is not None else {}
 
 
+def _name_deeper(scan: Scan, analysis: Analysis, namespace: Mapping[str, Any]) -> bool:
+    """Searches the namespace in depth for the objects the report is about.
+
+    Returns True when a name changed (the findings must then be rebuilt).
+    """
+    wanted = {id(e.obj) for c in analysis.found for e in c.entries}
+    wanted |= {id(c.owner.obj) for c in analysis.found if c.owner is not None}
+    for entry in (analysis.top_module, analysis.failing_module):
+        if entry is not None:
+            wanted.add(id(entry.obj))
+    before = {key for key, entry in scan.entries.items() if entry.named}
+    scan.name_from(namespace, only=wanted)
+    return any(entry.named and key not in before for key, entry in scan.entries.items())
+
+
 def collect(
     views: list[FrameView], namespace: Mapping[str, Any], settings: _settings.Settings
 ) -> Scan:
@@ -194,7 +217,7 @@ def collect(
             _collect_user_frame(scan, view, index, innermost=index == innermost_user)
         elif index > innermost_user:
             _collect_library_frame(scan, view)
-    scan.name_from(namespace)
+    scan.name_from(namespace, deep=False)  # deeper names: see _name_deeper
     return scan
 
 

@@ -104,6 +104,14 @@ class Entry:
     container: Any = None
     module: ModuleView | None = None
     optimizer: OptimizerView | None = None
+    _facts: tuple[str, str, str, int, str] | None = None
+
+    @property
+    def facts(self) -> tuple[str, str, str, int, str]:
+        """:func:`probe.tensor_facts` of the object, read once."""
+        if self._facts is None:
+            self._facts = probe.tensor_facts(self.obj)
+        return self._facts
 
     @property
     def name(self) -> str:
@@ -205,20 +213,20 @@ class Scan:
         if not view.dispatch_device and not rel:
             view.dispatch_device = _dispatch_device(state.get("hf_device_map"))
         for slot, kind in (("_parameters", "parameter"), ("_buffers", "buffer")):
-            for name, tensor in _dict_items(state.get(slot), self.settings.max_items):
+            for name, tensor in _named_items(state.get(slot), self.settings.max_items):
                 if probe.is_tensor(tensor):
                     view.registered.append(((*rel, ("attr", name)), tensor, kind))
         children = []
         container = probe.class_name(module)
-        for name, child in _dict_items(state.get("_modules"), self.settings.max_items):
+        for name, child in _named_items(state.get("_modules"), self.settings.max_items):
             if child is not None:
                 children.append((child, (*rel, _child_step(container, name))))
-        for name, value in list(state.items())[: self.settings.max_items]:
-            if name in _MODULE_INTERNALS or not isinstance(name, str) or name.startswith("_"):
+        for name, value in _named_items(state, self.settings.max_items):
+            if name in _MODULE_INTERNALS or name.startswith("_"):
                 continue
             if probe.is_tensor(value):
                 view.attributes.append(((*rel, ("attr", name)), value, module))
-            elif isinstance(value, (list, tuple, dict)):
+            elif probe.is_a(value, (list, tuple, dict)):
                 held = _held_modules(value, (*rel, ("attr", name)), self.settings.max_items)
                 if held:
                     view.plain_lists.append(((*rel, ("attr", name)), held, module))
@@ -261,8 +269,9 @@ class Scan:
                 items = list(namespace.items())
             except Exception:
                 return
-            for name, value in items:
-                if id(value) in wanted and isinstance(name, str) and not name.startswith("_") and name not in SKIP_NAMES:
+            for key, value in items:
+                name = _plain_name(key)
+                if id(value) in wanted and name is not None and not name.startswith("_") and name not in SKIP_NAMES:
                     wanted -= self._rename(self.entries[id(value)], (("name", name),))
             return
         for name, value in _namespace_items(namespace):
@@ -303,7 +312,7 @@ class Scan:
     # -- children of one object -------------------------------------------------------
 
     def _children(self, obj: Any, label: str) -> Iterator[tuple[tuple[str, Any], Any]]:
-        if probe.is_tensor(obj) or isinstance(obj, _UNWALKED_TYPES):
+        if probe.is_tensor(obj) or probe.is_a(obj, _UNWALKED_TYPES):
             return
         if probe.is_module(obj):
             yield from _module_children(obj, self.settings.max_items)
@@ -355,7 +364,7 @@ def _unremarkable_part(entry: Entry) -> bool:
     owner = entry.owner
     if entry.parent_kind != "module" or entry.operand or owner is None or owner.module is None:
         return False
-    return probe.tensor_facts(entry.obj)[0] == owner.module.majority()
+    return entry.facts[0] == owner.module.majority()
 
 
 def _descends(entry: Entry, ancestor: Entry) -> bool:
@@ -387,9 +396,10 @@ def _is_container(obj: Any) -> bool:
     try:
         if issubclass(kind, Mapping) and callable(getattr(kind, "to", None)):
             return True
+        # is_dataclass reads a class attribute: a metaclass __getattr__ may raise.
+        return dataclasses.is_dataclass(kind) and not probe.is_a(obj, type)
     except Exception:
         return False
-    return dataclasses.is_dataclass(kind) and not isinstance(obj, type)
 
 
 def _container_items(obj: Any, limit: int) -> list[tuple[tuple[str, Any], Any]] | None:
@@ -397,7 +407,8 @@ def _container_items(obj: Any, limit: int) -> list[tuple[tuple[str, Any], Any]] 
     kind = type(obj)
     try:
         if issubclass(kind, tuple) and hasattr(kind, "_fields"):
-            return [(("attr", name), value) for name, value in zip(kind._fields, tuple.__iter__(obj))][:limit]
+            pairs = zip(kind._fields, tuple.__iter__(obj))
+            return [(("attr", n), value) for name, value in pairs if (n := _plain_name(name)) is not None][:limit]
         if issubclass(kind, (list, tuple)):
             out = []
             for index, value in enumerate(list.__iter__(obj) if issubclass(kind, list) else tuple.__iter__(obj)):
@@ -406,11 +417,11 @@ def _container_items(obj: Any, limit: int) -> list[tuple[tuple[str, Any], Any]] 
                 out.append((("item", index), value))
             return out
         if issubclass(kind, dict):
-            return [(("item", k), v) for k, v in _dict_items(obj, limit) if is_key(k)]
+            return [(("item", k), v) for k, v in _keyed_items(obj, limit)]
         if issubclass(kind, Mapping):
             data = probe.module_dict(obj).get("data")
-            if isinstance(data, dict):
-                return [(("item", k), v) for k, v in _dict_items(data, limit) if is_key(k)]
+            if probe.is_a(data, dict):
+                return [(("item", k), v) for k, v in _keyed_items(data, limit)]
             return None
         if dataclasses.is_dataclass(kind):
             names = [f.name for f in dataclasses.fields(kind)][:limit]
@@ -421,8 +432,46 @@ def _container_items(obj: Any, limit: int) -> list[tuple[tuple[str, Any], Any]] 
     return None
 
 
+def _plain_key(key: Any) -> str | int | None:
+    """``key`` as an exact ``str`` or ``int`` (bool excluded), else None.
+
+    Paths are rendered with ``repr``/``format`` and kept in snapshots: a key of a
+    ``str`` or ``int`` subclass (an enum member, a class with its own ``__repr__``)
+    becomes the plain value, which dicts look up alike. Other keys are not named.
+    """
+    kind = type(key)
+    if kind is str or kind is int:
+        return key
+    if issubclass(kind, str):
+        return str.__str__(key)  # the plain characters: no user __str__ runs
+    if issubclass(kind, int) and not issubclass(kind, bool):
+        return int.__index__(key)
+    return None
+
+
+def _plain_name(key: Any) -> str | None:
+    """An attribute or namespace name as an exact ``str``, else None."""
+    name = _plain_key(key)
+    return name if type(name) is str else None
+
+
+def _keyed_items(mapping: Any, limit: int) -> list[tuple[str | int, Any]]:
+    """Dict items whose keys can be written as literals, keys made plain."""
+    out = []
+    for key, value in _dict_items(mapping, limit):
+        plain = _plain_key(key)
+        if plain is not None and is_key(plain):
+            out.append((plain, value))
+    return out
+
+
+def _named_items(mapping: Any, limit: int) -> list[tuple[str, Any]]:
+    """Dict items with plain ``str`` keys (module registries, ``__dict__``)."""
+    return [(name, value) for key, value in _dict_items(mapping, limit) if (name := _plain_name(key)) is not None]
+
+
 def _dict_items(mapping: Any, limit: int) -> list[tuple[Any, Any]]:
-    if not isinstance(mapping, dict):
+    if not probe.is_a(mapping, dict):
         return []
     out = []
     try:
@@ -446,16 +495,16 @@ def _child_step(container: str, name: str) -> tuple[str, Any]:
 def _module_children(module: Any, limit: int) -> Iterator[tuple[tuple[str, Any], Any]]:
     state = probe.module_dict(module)
     container = probe.class_name(module)
-    for name, child in _dict_items(state.get("_modules"), limit):
+    for name, child in _named_items(state.get("_modules"), limit):
         if child is not None:
             yield _child_step(container, name), child
     for slot in ("_parameters", "_buffers"):
-        for name, tensor in _dict_items(state.get(slot), limit):
+        for name, tensor in _named_items(state.get(slot), limit):
             if tensor is not None:
                 yield ("attr", name), tensor
-    for name, value in list(state.items())[:limit]:
-        if isinstance(name, str) and not name.startswith("_") and name not in _MODULE_INTERNALS:
-            if probe.is_tensor(value) or isinstance(value, (list, tuple, dict)) or probe.is_optimizer(value):
+    for name, value in _named_items(state, limit):
+        if not name.startswith("_") and name not in _MODULE_INTERNALS:
+            if probe.is_tensor(value) or probe.is_a(value, (list, tuple, dict)) or probe.is_optimizer(value):
                 yield ("attr", name), value
 
 
@@ -466,12 +515,12 @@ def _held_modules(value: Any, path: Path, limit: int) -> list[tuple[Path, Any]]:
 
 def _dispatch_device(device_map: Any) -> str:
     """The first execution device of an accelerate/transformers ``hf_device_map``."""
-    if not isinstance(device_map, dict):
+    if not probe.is_a(device_map, dict):
         return ""
     for value in dict.values(device_map):
-        if isinstance(value, int) and not isinstance(value, bool):
+        if type(value) is int:
             return f"cuda:{value}"
-        if isinstance(value, str) and value not in ("disk",):
+        if type(value) is str and value not in ("disk",):
             return value if ":" in value or value in ("cpu", "meta", "mps") else value
         return probe.device_str(value)
     return ""
@@ -482,19 +531,22 @@ def _optimizer_view(opt: Any) -> OptimizerView:
     state = probe.module_dict(opt)
     groups = state.get("param_groups")
     exempt: dict[int, bool] = {}
-    for group in groups if isinstance(groups, list) else []:
-        if not isinstance(group, dict):
+    # list.__iter__ and dict.get, not the objects' own: param_groups may be any
+    # list or dict subclass, and flags are compared with ``is True``, never bool().
+    for group in list.__iter__(groups) if probe.is_a(groups, list) else []:
+        if not probe.is_a(group, dict):
             continue
-        step_exempt = not (group.get("capturable") or group.get("fused"))
-        for param in group.get("params", []) if isinstance(group.get("params"), list) else []:
+        step_exempt = not (dict.get(group, "capturable") is True or dict.get(group, "fused") is True)
+        params = dict.get(group, "params")
+        for param in list.__iter__(params) if probe.is_a(params, list) else []:
             view.params.append(param)
             exempt[id(param)] = step_exempt
     for param, per_param in _dict_items(state.get("state"), 100_000):
-        if not isinstance(per_param, dict):
+        if not probe.is_a(per_param, dict):
             continue
-        for key, value in _dict_items(per_param, 64):
+        for key, value in _named_items(per_param, 64):
             if probe.is_tensor(value):
-                view.state.append((param, str(key), value, exempt.get(id(param), True)))
+                view.state.append((param, key, value, exempt.get(id(param), True)))
     return view
 
 
@@ -504,10 +556,11 @@ def _namespace_items(namespace: Mapping[str, Any]) -> list[tuple[str, Any]]:
         items = list(namespace.items())
     except Exception:
         return out
-    for name, value in items:
-        if not isinstance(name, str) or name.startswith("_") or name in SKIP_NAMES:
+    for key, value in items:
+        name = _plain_name(key)
+        if name is None or name.startswith("_") or name in SKIP_NAMES:
             continue
-        if isinstance(value, type) or callable(value) and not probe.is_module(value):
+        if probe.is_a(value, type) or callable(value) and not probe.is_module(value):
             continue
         out.append((name, value))
     return out
@@ -529,8 +582,8 @@ def record_of(entry: Entry, limit: int = 200) -> ObjectRecord:
     obj = entry.obj
     base = {"name": entry.name, "kind": entry.kind, "type_name": probe.class_name(obj), "where": entry.where}
     base.update(path=entry.path if entry.named else (), parent_kind=entry.parent_kind, is_index=entry.is_index)
-    if entry.kind in ("tensor", "parameter", "buffer", "attribute"):
-        device, shape, dtype, nbytes, detail = probe.tensor_facts(obj)
+    if entry.kind in ("tensor", "parameter", "buffer", "attribute", "optimizer state"):
+        device, shape, dtype, nbytes, detail = entry.facts
         return ObjectRecord(device=device, shape=shape, dtype=dtype, nbytes=nbytes, detail=detail, **base)
     if entry.module is not None:
         shares = entry.module.shares()
@@ -553,7 +606,7 @@ def record_of(entry: Entry, limit: int = 200) -> ObjectRecord:
 
 def _safe_len(obj: Any) -> int:
     for base in (list, tuple, dict):
-        if isinstance(obj, base):
+        if probe.is_a(obj, base):
             return base.__len__(obj)
     return -1
 
