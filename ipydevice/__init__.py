@@ -29,9 +29,11 @@ __all__ = [
     "__version__",
     "configure",
     "diagnose",
+    "install",
     "inventory",
     "load_ipython_extension",
     "override",
+    "uninstall",
     "unload_ipython_extension",
 ]
 
@@ -54,6 +56,34 @@ def inventory(namespace: Any = None, names: Any = None) -> Inventory:
     from ipydevice.census import inventory as _inventory
 
     return _inventory(namespace, names=names)
+
+
+def install() -> None:
+    """Adds the device report after uncaught tracebacks in plain Python (``sys.excepthook``)."""
+    from ipydevice.excepthook import install as _install
+
+    _install()
+
+
+def uninstall() -> None:
+    """Puts back the ``sys.excepthook`` that was there before :func:`install`."""
+    from ipydevice.excepthook import uninstall as _uninstall
+
+    _uninstall()
+
+
+def pytest_runtest_makereport(item: Any, call: Any) -> None:
+    """``pytest -p ipydevice``: see :mod:`ipydevice.pytest_plugin`."""
+    from ipydevice.pytest_plugin import record
+
+    record(item, call)
+
+
+def pytest_runtest_logreport(report: Any) -> None:
+    """``pytest -p ipydevice``: see :mod:`ipydevice.pytest_plugin`."""
+    from ipydevice.pytest_plugin import attach
+
+    attach(report)
 
 
 def load_ipython_extension(ipython: Any) -> None:

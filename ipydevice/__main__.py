@@ -1,4 +1,4 @@
-"""``python -m ipydevice demo``: command-line entry points."""
+"""``python -m ipydevice demo`` and ``python -m ipydevice run script.py [args]``."""
 
 from __future__ import annotations
 
@@ -10,15 +10,19 @@ def main(argv: list[str] | None = None) -> int:
     """Parses the command line and runs the chosen command."""
     parser = argparse.ArgumentParser(prog="python -m ipydevice", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser(
-        "demo", help="a terminal tour of the classic device errors and their diagnoses"
-    )
+    commands.add_parser("demo", help="a terminal tour of the classic device errors and their diagnoses")
+    run = commands.add_parser("run", help="run a script (or -m module) with the device report installed")
+    run.add_argument("-m", dest="module", action="store_true", help="run a module, as python -m does")
+    run.add_argument("target", help="the script (or module) to run")
+    run.add_argument("args", nargs=argparse.REMAINDER, help="arguments for it")
     args = parser.parse_args(argv)
-    if args.command == "demo":
-        from ipydevice.demo import main as demo
+    if args.command == "run":
+        from ipydevice.runner import run as run_script
 
-        return demo()
-    return 2  # pragma: no cover
+        return run_script(args.target, args.args, module=args.module)
+    from ipydevice.demo import main as demo
+
+    return demo()
 
 
 if __name__ == "__main__":

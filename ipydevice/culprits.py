@@ -16,6 +16,7 @@ parts) are named, so locals that merely sit nearby do not drown the answer.
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -238,6 +239,9 @@ def _concrete(target: str, scan: Scan) -> str:
     """``cuda`` becomes ``cuda:N`` when the objects involved show an index."""
     if not target or ":" in target or target in ("cpu", "meta"):
         return target
+    local_rank = os.environ.get("LOCAL_RANK", "")
+    if target == "cuda" and local_rank.isdigit():
+        return f"cuda:{local_rank}"  # each torchrun process owns the GPU of its local rank
     seen = Counter(
         e.facts[0] for e in scan.entries.values() if e.kind in _TENSOR_KINDS
     )

@@ -282,15 +282,48 @@ def _cell_fix(analysis: Analysis, scan: Scan, target: str, cell: _Cell | None) -
 
 
 def _cell_result(cell: _Cell, rewritten: list[str], title: str) -> Fix:
+    """A notebook cell is shown whole; a script gets a source edit of the
+    lines that changed, at ``file:line``."""
+    filename = cell.view.summary.filename
+    if not _is_notebook_cell(filename):
+        return _script_edit(cell, rewritten, title.replace(" in the cell", ""))
     return Fix(
         title=title,
         code="".join(rewritten).rstrip("\n") + "\n",
         scope="cell",
         location=cell.view.label,
         original="".join(cell.lines),
-        filename=cell.view.summary.filename,
+        filename=filename,
         lineno=1,
         end_lineno=len(cell.lines),
+    )
+
+
+def _is_notebook_cell(filename: str) -> bool:
+    return filename.startswith("<") or "ipykernel_" in filename
+
+
+def _script_edit(cell: _Cell, rewritten: list[str], title: str) -> Fix:
+    """The smallest span of lines that differs, as a source fix."""
+    old, new = cell.lines, rewritten
+    start = 0
+    while start < min(len(old), len(new)) and old[start] == new[start]:
+        start += 1
+    end_old, end_new = len(old), len(new)
+    while end_old > start and end_new > start and old[end_old - 1] == new[end_new - 1]:
+        end_old, end_new = end_old - 1, end_new - 1
+    if end_old == start:  # pure insertion: show it with the line it precedes
+        end_old, end_new = end_old + 1, end_new + 1
+    label = cell.view.summary.filename.rsplit("/", 1)[-1]
+    return Fix(
+        title=title,
+        code="".join(new[start:end_new]),
+        scope="source",
+        location=f"{label}:{start + 1}",
+        original="".join(old[start:end_old]),
+        filename=cell.view.summary.filename,
+        lineno=start + 1,
+        end_lineno=end_old,
     )
 
 

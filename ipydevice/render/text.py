@@ -96,14 +96,15 @@ def ordered_records(d: Diagnosis) -> list[ObjectRecord]:
     return first + [r for r in d.records if r.name not in culprit_names]
 
 
-def render_diagnosis(d: Diagnosis, width: int = 100, max_rows: int | None = None) -> str:
-    """The full text report."""
+def render_diagnosis(d: Diagnosis, width: int = 100, max_rows: int | None = None, color: bool = False) -> str:
+    """The full text report; ``color`` adds ANSI emphasis (for terminals only)."""
     if not d.is_device_error:
         return f"ipydevice: {headline(d)}"
     from ipydevice.settings import current
 
     limit = max_rows or current().max_rows
-    out = [f"ipydevice · device error ({d.family})", f"  {headline(d)}", ""]
+    bold, red, reset = ("\x1b[1m", "\x1b[31m", "\x1b[0m") if color else ("", "", "")
+    out = [f"{bold}ipydevice · device error{reset} ({d.family})", f"  {bold}{red}{headline(d)}{reset}", ""]
     first_line = d.message.splitlines()[0] if d.message else ""
     out += textwrap.wrap(
         f"{d.exc_type}: {first_line}", width, initial_indent="  ", subsequent_indent="    "
