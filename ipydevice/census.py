@@ -24,6 +24,7 @@ from ipydevice import probe
 from ipydevice.culprits import same_device
 from ipydevice.model import DeviceShare, Finding, ObjectRecord
 from ipydevice.paths import format_path
+from ipydevice.render.text import plural
 from ipydevice.scan import SKIP_NAMES, Entry, Scan, record_of, shares_of
 from ipydevice.settings import current
 
@@ -95,7 +96,8 @@ def inventory(
         include_private: also list names starting with ``_``.
 
     Raises:
-        KeyError: a name in ``names`` that the namespace does not hold.
+        KeyError: a name in ``names`` that the namespace does not hold (an object
+            that holds nothing on a device is reported in ``notes`` instead).
     """
     if namespace is None:
         namespace = _default_namespace()
@@ -281,7 +283,8 @@ def _strays(roots: list[Entry], model_device: str) -> list[Finding]:
             record = record_of(entry)
             off = [s for s in record.shares if not same_device(s.device, model_device)]
             if off:
-                why = f"holds {sum(s.count for s in off)} tensors on {', '.join(s.device for s in off)}, the model is on {model_device}"
+                count = sum(s.count for s in off)
+                why = f"holds {plural(count, 'tensor')} on {', '.join(s.device for s in off)}, the model is on {model_device}"
                 out.append(
                     Finding(
                         record.name,
@@ -314,7 +317,9 @@ def _in_depth(scan: Scan, namespace: Mapping[str, Any], names: list[str]) -> Inv
             raise KeyError(text) from exc
         entry = scan.add(obj, path, "namespace", named=True)
         if entry is None:
-            raise KeyError(text)
+            # It exists but holds nothing on a device (a str, a plain object).
+            scan.notes.append(f"{text} ({probe.class_name(obj)}) holds no tensor, module or optimizer")
+            continue
         records.extend(_depth_rows(entry, scan))
         if entry.module is not None:
             problems.extend(_module_problems(entry))

@@ -20,6 +20,7 @@ __all__ = [
     "class_name",
     "device_str",
     "format_bytes",
+    "is_a",
     "is_module",
     "is_optimizer",
     "is_tensor",
@@ -32,23 +33,56 @@ UNKNOWN = "?"
 
 _DTYPE_NAMES = {"float": "float32", "double": "float64", "half": "float16", "long": "int64"}
 
+#: More dimensions than any real tensor has: a longer "shape" is not read.
+_MAX_DIMS = 256
+
 
 def torch_module() -> Any:
     """torch if the user imported it, else None (importing it costs ~1.5 s)."""
     return sys.modules.get("torch")
 
 
-def _is_sub(obj: Any, dotted: tuple[str, ...]) -> bool:
+#: torch classes by dotted name, with the torch module they came from. A scan asks
+#: about every object it meets (a million-item walk asks a million times): the
+#: getattr chain is resolved once per torch module, not once per question.
+_CLASSES: dict[tuple[str, ...], tuple[Any, Any]] = {}
+
+
+def _torch_class(dotted: tuple[str, ...]) -> Any:
     torch = torch_module()
     if torch is None:
-        return False
+        return None
+    cached = _CLASSES.get(dotted)
+    if cached is not None and cached[0] is torch:
+        return cached[1]
     base: Any = torch
     try:
         for part in dotted:
             base = getattr(base, part)
+    except Exception:
+        return None
+    _CLASSES[dotted] = (torch, base)
+    return base
+
+
+def _is_sub(obj: Any, dotted: tuple[str, ...]) -> bool:
+    base = _torch_class(dotted)
+    if base is None:
+        return False
+    try:
         return issubclass(type(obj), base)
     except Exception:
         return False
+
+
+def is_a(obj: Any, types: type | tuple[type, ...]) -> bool:
+    """``isinstance`` that cannot be lied to or made to raise.
+
+    ``isinstance(obj, T)`` falls back to reading ``obj.__class__`` when
+    ``type(obj)`` is no ``T``: a ``__class__`` property can fake the answer or
+    raise (and a dead ``weakref.proxy`` raises ``ReferenceError``).
+    """
+    return issubclass(type(obj), types)
 
 
 def is_tensor(obj: Any) -> bool:
@@ -69,21 +103,30 @@ def is_optimizer(obj: Any) -> bool:
 def class_name(obj: Any) -> str:
     """The real class name (``type(obj)``, never a lying ``__class__``)."""
     try:
-        return str(type(obj).__name__)
+        # type.__name__ read from the type slot: a metaclass cannot override it.
+        return str(type.__dict__["__name__"].__get__(type(obj)))
     except Exception:
         return UNKNOWN
 
 
 def device_str(device: Any) -> str:
-    """``torch.device`` (or a string) as ``cuda:0`` / ``cpu`` / ``meta``."""
-    try:
-        kind = device.type
-        index = device.index
-    except Exception:
-        return device if isinstance(device, str) else UNKNOWN
-    if not isinstance(kind, str):
+    """``torch.device`` (or a string) as ``cuda:0`` / ``cpu`` / ``meta``.
+
+    Only a real ``torch.device`` or ``str`` is read: a tensor subclass's ``.device``
+    may return anything, and formatting it would run its ``__str__``/``__format__``.
+    """
+    if is_a(device, str):
+        return str.__str__(device)  # a plain copy of a str subclass, no user code
+    torch = torch_module()
+    if torch is None or type(device) is not getattr(torch, "device", None):
         return UNKNOWN
-    return f"{kind}:{index}" if isinstance(index, int) else kind
+    try:
+        kind, index = device.type, device.index
+    except Exception:
+        return UNKNOWN
+    if type(kind) is not str:
+        return UNKNOWN
+    return f"{kind}:{index}" if type(index) is int else kind
 
 
 def tensor_facts(tensor: Any) -> tuple[str, str, str, int, str]:
@@ -93,18 +136,22 @@ def tensor_facts(tensor: Any) -> tuple[str, str, str, int, str]:
         ``(device, shape, dtype, nbytes, detail)``; unreadable fields are ``?``
         (or 0 bytes) and ``detail`` says why.
     """
+    if not is_tensor(tensor):
+        # Not a tensor (a module passed by mistake, a lying ``__class__``): its
+        # ``.device`` or ``.shape`` would be user code (a property, __getattr__).
+        return UNKNOWN, UNKNOWN, UNKNOWN, 0, "not a tensor"
     notes: list[str] = []
     try:
         device = device_str(tensor.device)
     except Exception:
         device = UNKNOWN
     try:
-        shape = shape_text(tuple(int(n) for n in tensor.shape))
+        shape = shape_text(_dims(tensor.shape))
     except Exception:
         shape = UNKNOWN
         notes.append(_unreadable_shape_note(tensor))
     try:
-        dtype = str(tensor.dtype).removeprefix("torch.")
+        dtype = _torch_enum(tensor.dtype, "dtype")
         dtype = _DTYPE_NAMES.get(dtype, dtype)
     except Exception:
         dtype = UNKNOWN
@@ -124,16 +171,50 @@ def shape_text(dims: tuple[int, ...]) -> str:
     return "(" + ", ".join(str(n) for n in dims) + ")"
 
 
+def _dims(shape: Any) -> tuple[int, ...]:
+    """A ``torch.Size`` (a tuple subclass) as plain ints.
+
+    Anything else raises: a subclass's ``.shape`` may be an endless iterator
+    (``tuple(...)`` would never return) or objects with their own ``__int__``.
+    ``tuple.__iter__`` bypasses an overridden ``__iter__``.
+    """
+    if not is_a(shape, tuple) or tuple.__len__(shape) > _MAX_DIMS:
+        raise TypeError("not a torch.Size")
+    return tuple(_as_int(n) for n in tuple.__iter__(shape))
+
+
+def _as_int(value: Any) -> int:
+    """An exact int, or a ``torch.SymInt`` (fake and nested tensors) made concrete."""
+    if type(value) is int:
+        return value
+    torch = torch_module()
+    if torch is not None and type(value) is getattr(torch, "SymInt", None):
+        return int(value)  # raises for an unbacked or nested size: shape unreadable
+    raise TypeError("not an int")
+
+
+def _torch_enum(value: Any, name: str) -> str:
+    """``float32`` for a real ``torch.dtype`` (``strided`` for a ``torch.layout``).
+
+    ``str()`` is called on torch's own types only: a subclass's ``.dtype`` may
+    return an object whose ``__str__`` raises or reads data.
+    """
+    torch = torch_module()
+    if torch is None or type(value) is not getattr(torch, name, None):
+        raise TypeError(f"not a torch.{name}")
+    return str(value).removeprefix("torch.")
+
+
 def _nbytes(tensor: Any) -> int:
     try:
-        return int(tensor.numel()) * int(tensor.element_size())
+        return _as_int(tensor.numel()) * _as_int(tensor.element_size())
     except Exception:
         return 0
 
 
 def _layout(tensor: Any) -> str:
     try:
-        layout = str(tensor.layout).removeprefix("torch.")
+        layout = _torch_enum(tensor.layout, "layout")
     except Exception:
         return ""
     if layout == "strided":
@@ -147,7 +228,7 @@ def _unreadable_shape_note(tensor: Any) -> str:
         return "uninitialized (lazy)"
     if getattr(type(tensor), "is_nested", None) is not None:
         try:
-            if tensor.is_nested:
+            if tensor.is_nested is True:  # never bool() of what a subclass returns
                 return "nested"
         except Exception:
             pass
@@ -160,7 +241,16 @@ def module_dict(module: Any) -> dict[str, Any]:
         found = object.__getattribute__(module, "__dict__")
     except Exception:
         return {}
-    return found if isinstance(found, dict) else {}
+    if type(found) is dict:
+        return found
+    if is_a(found, dict):
+        # ``obj.__dict__ = SomeDictSubclass()`` is legal; its get/items/__contains__
+        # may be overridden. Copy it through dict's own C-level view instead.
+        try:
+            return dict(dict.items(found))
+        except Exception:
+            return {}
+    return {}
 
 
 def format_bytes(nbytes: int) -> str:

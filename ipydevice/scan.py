@@ -35,6 +35,13 @@ _MODULE_INTERNALS = frozenset({"_parameters", "_buffers", "_modules", "training"
 
 _UNWALKED_TYPES = (str, bytes, bytearray, int, float, complex, bool, type(None), range)
 
+#: ids of those exact types: ``id(type(obj)) in _ATOM_IDS`` answers "nothing to
+#: scan here" without comparing or hashing a (possibly hostile) class. The common
+#: leaves of big containers (ints, floats, strings) take this fast path.
+_ATOM_IDS = frozenset(id(kind) for kind in _UNWALKED_TYPES)
+
+_BUDGET_NOTE = "scan stopped after {} objects"
+
 
 @dataclass(eq=False)
 class ModuleView:
@@ -79,7 +86,9 @@ class OptimizerView:
                 continue
             state_dev = probe.tensor_facts(tensor)[0]
             param_dev = probe.tensor_facts(param)[0]
-            if state_dev != param_dev:
+            # An unreadable device ("?") is no evidence of a misplacement, and
+            # would otherwise become the diagnosis' target.
+            if state_dev != param_dev and probe.UNKNOWN not in (state_dev, param_dev):
                 out.append((param, key, state_dev, param_dev))
         return out
 
@@ -165,9 +174,12 @@ class Scan:
             return
         inherited = {k: v for k, v in flags.items() if k in ("operand", "on_line")}
         for step, child in self._children(parent.obj, format_path(parent.path)):
+            # Atoms first: up to max_objects x max_items children pass here.
+            if id(type(child)) in _ATOM_IDS or id(child) in self.entries:
+                continue
             if self._spent():
                 return
-            if _kind_of(child) is None or id(child) in self.entries:
+            if _kind_of(child) is None:
                 continue
             entry = self.add(child, (*parent.path, step), parent.where, owner=parent, user=parent.user, **inherited)
             if entry is not None:
@@ -274,27 +286,47 @@ class Scan:
                 if id(value) in wanted and name is not None and not name.startswith("_") and name not in SKIP_NAMES:
                     wanted -= self._rename(self.entries[id(value)], (("name", name),))
             return
+        # Each object is queued once, when first reached (breadth first: by its
+        # shortest path), so every queued item costs exactly one visit and the
+        # queue never holds more than the visits left: a wide namespace (5,000
+        # lists of 200 items) cannot grow it to a million entries.
+        queued: set[int] = set()
+        dropped = False  # something was left unqueued for want of budget
+        room = self.settings.max_objects - self._visits - len(self.entries)
         for name, value in _namespace_items(namespace):
             if id(value) in wanted:
                 wanted -= self._rename(self.entries[id(value)], (("name", name),))
+            if id(value) in queued:
+                continue
+            if len(queue) >= room:
+                dropped = True  # it could never be visited within the budget
+                continue
+            queued.add(id(value))
             queue.append((value, (("name", name),), 0, None))
-        visited: set[int] = set()
         head = 0
         while head < len(queue) and wanted and not self._spent():
             obj, path, depth, parent = queue[head]
             head += 1
-            if id(obj) in visited:
-                continue
-            visited.add(id(obj))
             self._visits += 1
             if id(obj) in wanted:
                 entry = self.entries[id(obj)]
                 wanted -= self._rename(entry, path)
                 if parent is not None and _is_container(parent):
                     entry.container = parent
-            if depth < self.settings.max_depth:
-                children = self._children(obj, format_path(path))
-                queue.extend((child, (*path, step), depth + 1, obj) for step, child in children)
+            if depth >= self.settings.max_depth:
+                continue
+            room = self.settings.max_objects - self._visits - len(self.entries) - (len(queue) - head)
+            for step, child in self._children(obj, format_path(path)):
+                if id(type(child)) in _ATOM_IDS or id(child) in queued:
+                    continue  # an int cannot be wanted, and a seen object is queued
+                if room <= 0:
+                    dropped = True
+                    break
+                queued.add(id(child))
+                queue.append((child, (*path, step), depth + 1, obj))
+                room -= 1
+        if dropped and wanted:
+            self._note(_BUDGET_NOTE.format(self.settings.max_objects))
 
     def _rename(self, entry: Entry, path: Path) -> set[int]:
         old = entry.path
@@ -331,7 +363,7 @@ class Scan:
 
     def _spent(self) -> bool:
         if self._visits + len(self.entries) >= self.settings.max_objects:
-            self._note(f"scan stopped after {self.settings.max_objects} objects")
+            self._note(_BUDGET_NOTE.format(self.settings.max_objects))
             return True
         return False
 
@@ -377,7 +409,14 @@ def _descends(entry: Entry, ancestor: Entry) -> bool:
     return False
 
 
+def _is_atom(obj: Any) -> bool:
+    """An exact int, float, str, ...: nothing to scan, decided by type identity."""
+    return id(type(obj)) in _ATOM_IDS
+
+
 def _kind_of(obj: Any) -> str | None:
+    if _is_atom(obj):
+        return None
     if probe.is_tensor(obj):
         return "parameter" if probe.class_name(obj) == "Parameter" else "tensor"
     if probe.is_module(obj):
@@ -407,15 +446,13 @@ def _container_items(obj: Any, limit: int) -> list[tuple[tuple[str, Any], Any]] 
     kind = type(obj)
     try:
         if issubclass(kind, tuple) and hasattr(kind, "_fields"):
-            pairs = zip(kind._fields, tuple.__iter__(obj))
+            pairs = zip(kind._fields, tuple.__iter__(obj), strict=False)
             return [(("attr", n), value) for name, value in pairs if (n := _plain_name(name)) is not None][:limit]
         if issubclass(kind, (list, tuple)):
-            out = []
-            for index, value in enumerate(list.__iter__(obj) if issubclass(kind, list) else tuple.__iter__(obj)):
-                if index >= limit:
-                    break
-                out.append((("item", index), value))
-            return out
+            values = list.__iter__(obj) if issubclass(kind, list) else tuple.__iter__(obj)
+            # zip stops at range's end without pulling an item past the limit.
+            pairs = zip(range(limit), values, strict=False)
+            return [(("item", index), value) for index, value in pairs]
         if issubclass(kind, dict):
             return [(("item", k), v) for k, v in _keyed_items(obj, limit)]
         if issubclass(kind, Mapping):
@@ -542,7 +579,8 @@ def _optimizer_view(opt: Any) -> OptimizerView:
             view.params.append(param)
             exempt[id(param)] = step_exempt
     for param, per_param in _dict_items(state.get("state"), 100_000):
-        if not probe.is_a(per_param, dict):
+        # State is keyed by parameter: any other key has no device to compare with.
+        if not probe.is_tensor(param) or not probe.is_a(per_param, dict):
             continue
         for key, value in _named_items(per_param, 64):
             if probe.is_tensor(value):
@@ -594,7 +632,8 @@ def record_of(entry: Entry, limit: int = 200) -> ObjectRecord:
         detail = f"{len(entry.optimizer.params)} parameters, {len(entry.optimizer.state)} state tensors"
         return ObjectRecord(device=_one_device(shares), shares=shares, detail=detail, **base)
     items = _container_items(obj, limit + 1) or []
-    shares = shares_of(child for _, child in items[:limit] if probe.is_tensor(child))
+    children = (child for _, child in items[:limit] if id(type(child)) not in _ATOM_IDS)
+    shares = shares_of(child for child in children if probe.is_tensor(child))
     size = _safe_len(obj)
     detail = f"{size} items" if size >= 0 else ""
     if len(items) > limit:

@@ -17,7 +17,7 @@ from typing import Any
 
 from ipydevice.model import Diagnosis, Fix, ObjectRecord
 from ipydevice.probe import format_bytes
-from ipydevice.render.text import SCOPE_HINTS, headline, ordered_records, shares_text
+from ipydevice.render.text import SCOPE_HINTS, headline, ordered_records, plural, shares_text
 
 __all__ = ["code_block", "render_diagnosis_html", "table_html"]
 
@@ -31,6 +31,7 @@ CELL = "padding:2px 10px 2px 0;text-align:left;vertical-align:top;white-space:no
 CODE = "font-family:var(--jp-code-font-family,ui-monospace,monospace);font-size:12px"
 CULPRIT_ROW = "background:rgba(224,49,49,0.12)"
 MUTED = "opacity:0.75"
+FOLDED_ROWS = 200  # rows inside the folded section; the rest are counted, not rendered
 
 
 def code_block(code: str) -> str:
@@ -62,10 +63,13 @@ def table_html(records: Sequence[ObjectRecord], culprits: set[str], limit: int) 
     body = "".join(_row(r, r.name in culprits) for r in shown)
     table = f'<table class="ipydevice-table" style="border-collapse:collapse;margin:6px 0"><thead><tr>{header}</tr></thead><tbody>{body}</tbody></table>'
     if rest:
-        more = "".join(_row(r, r.name in culprits) for r in rest)
+        # Folded rows still cost bytes in the notebook: cap them too.
+        folded, hidden = rest[:FOLDED_ROWS], len(rest) - FOLDED_ROWS
+        more = "".join(_row(r, r.name in culprits) for r in folded)
+        tail = f'<div style="{MUTED}">… {hidden} more (.table() lists all)</div>' if hidden > 0 else ""
         table += (
             f'<details><summary style="cursor:pointer;{MUTED}">{len(rest)} more objects</summary>'
-            f'<table style="border-collapse:collapse;margin:6px 0"><tbody>{more}</tbody></table></details>'
+            f'<table style="border-collapse:collapse;margin:6px 0"><tbody>{more}</tbody></table>{tail}</details>'
         )
     return table
 
@@ -149,12 +153,12 @@ def render_inventory_html(inv: Any, limit: int | None = None) -> str:
     )
     chips = " ".join(
         f'<span style="display:inline-block;margin:2px 6px 2px 0;padding:1px 8px;border-radius:9px;background:rgba(127,127,127,0.15)">'
-        f"<b>{escape(t.device)}</b> {t.count} tensors · {escape(format_bytes(t.nbytes))}</span>"
+        f"<b>{escape(t.device)}</b> {plural(t.count, 'tensor')} · {escape(format_bytes(t.nbytes))}</span>"
         for t in inv.totals
     )
     ordered = [r for records in inv.by_device().values() for r in records]
     parts = [
-        f'<div style="font-weight:600">{escape(title)}, {total} tensors on {len(inv.totals)} devices</div>',
+        f'<div style="font-weight:600">{escape(title)}, {plural(total, "tensor")} on {plural(len(inv.totals), "device")}</div>',
         f"<div>{chips}</div>",
         table_html(ordered, {p.name for p in inv.problems}, limit),
     ]

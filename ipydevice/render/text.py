@@ -54,6 +54,11 @@ def headline(d: Diagnosis) -> str:
     return f"{text}: move {pronoun} to {d.target}"
 
 
+def plural(count: int, noun: str) -> str:
+    """``1 tensor``, ``2 tensors``."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
 def shares_text(record: ObjectRecord) -> str:
     """``cuda:0 ×12 (1.2 GB), cpu ×2 (16 B)`` for a module or container."""
     return ", ".join(f"{s.device} ×{s.count} ({format_bytes(s.nbytes)})" for s in record.shares)

@@ -1,0 +1,424 @@
+"""IPython connectivity: ``%load_ext ipydevice``, the automatic panel and ``%devices``.
+
+This is the only module of ipydevice that imports IPython. It adapts the pure core
+(:mod:`ipydevice.engine`, :mod:`ipydevice.census`, the renderers) to a shell:
+
+* the **panel**: after a cell fails with a device error, one display output
+  carrying ``text/plain`` and escaped ``text/html`` (plus the widget view of
+  :mod:`ipydevice.widget` in a Jupyter kernel) appears under IPython's own
+  traceback;
+* ``%devices``: a device-aware ``%whos`` (see :meth:`DeviceMagics.devices`);
+* ``IPyDevice``: the settings as traitlets (``%config IPyDevice.panel = False``,
+  ``c.IPyDevice.max_rows = 30`` in a config file).
+
+Hook mechanism: the ``post_run_cell`` event, reading ``result.error_in_exec``.
+IPython fires it once per non-silent cell, after ``run_code`` has shown the stock
+traceback and set ``sys.last_*``. ipykernel fires it inside the same execute
+request, so the panel's ``display_data`` carries that request's parent header and
+arrives right after the cell's ``error`` output, before the kernel goes idle
+(checked in ``tests/test_kernel.py``). Chosen over ``set_custom_exc`` because it
+changes nothing IPython does with the exception: the traceback, ``sys.last_*``,
+``%tb``, ``%debug``, ``%pdb`` and the execute reply are exactly as without
+ipydevice, and the single ``set_custom_exc`` slot that Colab and Jupyter AI use
+stays theirs. It also makes "never lose the user's traceback" structural: the
+traceback is printed before ipydevice runs at all. A ``pre_run_cell`` callback
+notes the ``id`` of ``sys.last_value`` so that an exception a magic caught and
+showed itself (``%run script.py``) gets a panel too.
+
+Contract:
+
+* Loading is instant: it imports neither torch, pandas nor ipywidgets, nor the
+  engine (imported on the first failing cell only).
+* Loading twice is harmless; unloading removes the callbacks, the configurable and
+  ``%devices`` (putting back any ``%devices`` that was there before), and restores
+  the settings that were in force before loading. IPython has no API to
+  unregister a magic, so ``%devices`` is popped from ``magics_manager.magics``.
+  ``%config IPyDevice.*`` values live in ``shell.config`` like every IPython
+  configurable's, so a later reload picks them up again.
+* Every stage of the panel is guarded: a failure prints one line to stderr and
+  the cell's output is otherwise untouched. With ``IPYDEVICE_DEBUG=1`` the failure
+  is raised instead; IPython's event manager then prints
+  ``Error in callback ...`` and shows ipydevice's traceback after the user's own
+  (which also makes ``sys.last_value`` the ipydevice failure: debugging only).
+* Only the last :class:`~ipydevice.model.Diagnosis` (strings only) is kept, for
+  ``%devices --last``; never the exception, its traceback or any tensor.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import sys
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, line_magic, magics_class
+from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+from traitlets import Bool, Int, default, observe
+from traitlets.config import Configurable
+
+from ipydevice import settings as _settings
+from ipydevice._debug import debug_enabled, describe_failure
+
+if TYPE_CHECKING:  # pragma: no cover
+    from IPython.core.interactiveshell import ExecutionResult, InteractiveShell
+
+    from ipydevice.census import Inventory
+    from ipydevice.model import Diagnosis
+
+__all__ = ["DeviceMagics", "IPyDevice", "hook_of", "load", "panel_bundle", "unload"]
+
+MAGIC_NAME = "devices"
+
+#: The :class:`~ipydevice.settings.Settings` fields mirrored as ``IPyDevice`` traits.
+SETTING_TRAITS = (
+    "max_rows",
+    "max_depth",
+    "max_items",
+    "max_objects",
+    "max_frames",
+    "max_modules",
+    "max_fixes",
+    "show_library_frames",
+)
+
+_T = TypeVar("_T")
+
+
+# -- settings, the traitlets way -----------------------------------------------------------
+
+
+def _from_settings(name: str) -> Any:
+    """A trait default that reads the setting in force, so ``%config`` shows the truth."""
+
+    @default(name)
+    def _default(self: Configurable) -> Any:
+        return getattr(_settings.current(), name)
+
+    return _default
+
+
+def _limit(help_text: str) -> Int:
+    return Int(min=1, help=help_text).tag(config=True)
+
+
+class IPyDevice(Configurable):
+    """ipydevice's settings: ``%config IPyDevice.<name> = value`` or ``c.IPyDevice.<name>``.
+
+    The limits mirror :class:`ipydevice.settings.Settings`; a change here calls
+    :func:`ipydevice.settings.configure`.
+    """
+
+    panel = Bool(True, help="Show a diagnosis panel under every device error.").tag(config=True)
+    widget = Bool(
+        True,
+        help="In a Jupyter kernel, add the interactive view (Apply, Copy, Insert buttons) "
+        "to the panel; frontends without widgets show its HTML or text.",
+    ).tag(config=True)
+    insert_fix_cell = Bool(
+        False, help="After a device error, put the best fix's code into the next input cell."
+    ).tag(config=True)
+    max_rows = _limit("Rows shown in a table before '… N more'.")
+    max_depth = _limit("How deep containers and attribute chains are followed.")
+    max_items = _limit("Items looked at in one container.")
+    max_objects = _limit("Objects visited in one scan.")
+    max_frames = _limit("Traceback frames walked, innermost first.")
+    max_modules = _limit("Submodules walked in one module tree.")
+    max_fixes = _limit("Fixes proposed in one diagnosis.")
+    show_library_frames = Bool(help="Also list tensors held only by library frames.").tag(
+        config=True
+    )
+
+    _max_rows_default = _from_settings("max_rows")
+    _max_depth_default = _from_settings("max_depth")
+    _max_items_default = _from_settings("max_items")
+    _max_objects_default = _from_settings("max_objects")
+    _max_frames_default = _from_settings("max_frames")
+    _max_modules_default = _from_settings("max_modules")
+    _max_fixes_default = _from_settings("max_fixes")
+    _show_library_frames_default = _from_settings("show_library_frames")
+
+    @observe(*SETTING_TRAITS)
+    def _push_setting(self, change: Mapping[str, Any]) -> None:
+        _settings.configure(**{change["name"]: change["new"]})
+
+
+def _restore_settings(saved: _settings.Settings) -> None:
+    _settings.configure(**{f.name: getattr(saved, f.name) for f in dataclasses.fields(saved)})
+
+
+# -- the panel -----------------------------------------------------------------------------
+
+
+def _guarded(stage: str, func: Callable[..., _T], *args: Any) -> _T | None:
+    """Runs one stage; a failure becomes one line on stderr (or is raised when debugging)."""
+    try:
+        return func(*args)
+    except Exception as failure:
+        if debug_enabled():
+            raise
+        print(describe_failure(stage, failure), file=sys.stderr)
+        return None
+
+
+def _is_device_error(exc: BaseException) -> bool:
+    """The cheap pre-filter: a regex over the message chain, no torch needed."""
+    from ipydevice import engine
+
+    return engine.recognise_exception(exc)[1].is_device_error
+
+
+def panel_bundle(diagnosis: Diagnosis) -> dict[str, str]:
+    """The panel's single display output: plain text for terminals, escaped HTML for the rest."""
+    return {"text/plain": str(diagnosis), "text/html": diagnosis._repr_html_()}
+
+
+def _publish(bundle: dict[str, str]) -> None:
+    from IPython.display import display
+
+    display(bundle, raw=True)
+
+
+class _Hook:
+    """What :func:`load` installed in one shell, and how to take it back."""
+
+    def __init__(self, shell: InteractiveShell) -> None:
+        self.shell = shell
+        self.saved_settings = _settings.current()
+        manager = shell.magics_manager
+        self.saved_magic = manager.magics["line"].get(MAGIC_NAME)
+        self.saved_registry = manager.registry.get(DeviceMagics.__name__)
+        self.config = IPyDevice(parent=shell)
+        self.magics = DeviceMagics(shell, hook=self)
+        self.callbacks = {"pre_run_cell": self.pre_run_cell, "post_run_cell": self.post_run_cell}
+        self.shown_before = id(getattr(sys, "last_value", None))
+        self.last: Diagnosis | None = None
+
+    def install(self) -> None:
+        """Registers the configurable, ``%devices`` and the ``post_run_cell`` callback."""
+        self.shell.configurables.append(self.config)
+        self.shell.register_magics(self.magics)
+        for event, callback in self.callbacks.items():
+            self.shell.events.register(event, callback)
+
+    def remove(self) -> None:
+        """Undoes :meth:`install` and puts back the settings in force before loading."""
+        for event, callback in self.callbacks.items():
+            registered = self.shell.events.callbacks[event]
+            if callback in registered:
+                registered.remove(callback)
+        for configurable in (self.config, self.magics):  # register_magics appends the magics too
+            if configurable in self.shell.configurables:
+                self.shell.configurables.remove(configurable)
+        manager = self.shell.magics_manager
+        manager.magics["line"].pop(MAGIC_NAME, None)
+        if self.saved_magic is not None:
+            manager.magics["line"][MAGIC_NAME] = self.saved_magic
+        manager.registry.pop(DeviceMagics.__name__, None)
+        if self.saved_registry is not None:
+            manager.registry[DeviceMagics.__name__] = self.saved_registry
+        _restore_settings(self.saved_settings)
+        self.last = None
+
+    def pre_run_cell(self, info: Any = None) -> None:
+        """The ``pre_run_cell`` callback: notes which exception was last shown, by id only."""
+        self.shown_before = id(getattr(sys, "last_value", None))
+
+    def post_run_cell(self, result: ExecutionResult) -> None:
+        """The ``post_run_cell`` callback: a panel when the cell failed with a device error."""
+        if not self.config.panel:
+            return
+        exc = self.cell_exception(result)
+        if exc is not None:
+            self.show_panel(exc)
+
+    def cell_exception(self, result: ExecutionResult) -> BaseException | None:
+        """The exception the cell raised or, failing that, one it showed.
+
+        ``%run script.py`` and other magics catch the script's exception and show
+        it themselves, so ``error_in_exec`` stays empty; ``sys.last_value`` then
+        holds a new exception. Only its ``id`` is compared: holding the previous
+        exception would keep its frames (and tensors) alive while the user frees them.
+        """
+        exc = getattr(result, "error_in_exec", None)
+        if exc is not None:
+            return exc
+        shown = getattr(sys, "last_value", None)
+        if isinstance(shown, BaseException) and id(shown) != self.shown_before:
+            return shown
+        return None
+
+    def show_panel(self, exc: BaseException) -> None:
+        """Diagnoses ``exc`` and displays the panel; each stage guarded."""
+        if not _guarded("recognition", _is_device_error, exc):
+            return
+        diagnosis = _guarded("diagnosis", self.diagnose, exc)
+        if diagnosis is None or not diagnosis.is_device_error:
+            return
+        self.last = diagnosis
+        bundle = _guarded("rendering", panel_bundle, diagnosis)
+        if bundle is None:
+            return
+        if self.config.widget and getattr(self.shell, "kernel", None) is not None:
+            view = _guarded("widget", self.widget_view, diagnosis)
+            bundle = {**(view or {}), **bundle}
+        _guarded("display", _publish, bundle)
+        if self.config.insert_fix_cell:
+            _guarded("fix cell", self.insert_fix, diagnosis)
+
+    def widget_view(self, diagnosis: Diagnosis) -> dict[str, Any]:
+        """The widget's own mime types; its buttons reach the namespace only when clicked."""
+        from ipydevice.widget import build_panel
+
+        shell = self.shell
+        panel = build_panel(diagnosis, lambda: shell.user_ns, self.insert_code)
+        bundle: dict[str, Any] = panel._repr_mimebundle_()
+        return bundle
+
+    def insert_code(self, code: str) -> None:
+        """Queues ``code`` as a new cell below (``set_next_input``)."""
+        self.shell.set_next_input(code, replace=False)
+
+    def diagnose(self, exc: BaseException) -> Diagnosis:
+        """:func:`ipydevice.engine.diagnose` against the shell's namespace."""
+        from ipydevice import engine
+
+        return engine.diagnose(exc, namespace=self.shell.user_ns)
+
+    def insert_fix(self, diagnosis: Diagnosis) -> None:
+        """Puts the best namespace or cell fix into the next input (a new cell below)."""
+        fix = next(
+            (f for f in diagnosis.fixes if f.scope in ("namespace", "cell") and f.code), None
+        )
+        if fix is not None:
+            self.insert_code(fix.code)
+
+    def last_diagnosis(self) -> Diagnosis:
+        """The last device error's diagnosis, or the last exception's when none was kept.
+
+        Raises:
+            UsageError: no device error has happened (or it was not kept).
+        """
+        if self.last is not None:
+            return self.last
+        from ipydevice import engine
+
+        exc = engine.last_exception()
+        if exc is not None and _is_device_error(exc):
+            self.last = self.diagnose(exc)
+            return self.last
+        raise UsageError("%devices --last: no device error to show yet")
+
+
+# -- %devices ------------------------------------------------------------------------------
+
+_ROOT_NAME = re.compile(r"\s*([^\W\d]\w*)")
+
+
+@magics_class
+class DeviceMagics(Magics):
+    """The ``%devices`` magic; a thin adapter over :func:`ipydevice.inventory`."""
+
+    def __init__(self, shell: InteractiveShell, hook: _Hook) -> None:
+        super().__init__(shell)
+        self._hook = hook
+
+    @magic_arguments()
+    @argument(
+        "names",
+        nargs="*",
+        metavar="NAME",
+        help="Inspect these objects in depth (a module's device map by submodule path). "
+        "Attribute and item paths work: model.encoder, batch['x'].",
+    )
+    @argument(
+        "--last", action="store_true", help="Show the diagnosis of the last device error again."
+    )
+    @argument(
+        "-a", "--all", action="store_true", help="Also list names starting with an underscore."
+    )
+    @line_magic
+    def devices(self, line: str = "") -> Any:
+        """Where everything lives: tensors, modules, optimizers and containers by device.
+
+        Lists the namespace grouped by device, with counts and bytes per device,
+        one line per object (a module is one line with its device breakdown), and
+        the problems found: a module split across devices, a tensor attribute
+        .to() will not move, optimizer state away from its parameters, a tensor on
+        another device than the model. Only metadata is read.
+
+        Returns an object: after ``inv = %devices``, ``inv.table()`` is a pandas
+        DataFrame, ``inv.problems`` the findings; ``%devices --last`` returns the
+        last device error's Diagnosis.
+
+        Settings: ``%config IPyDevice.<name> = value``, or ``c.IPyDevice.<name>`` in a
+        config file; ``%config IPyDevice`` shows the values in force.
+
+          panel                 a panel under every device error (default True)
+          widget                in Jupyter, the panel's Apply/Copy/Insert buttons (True)
+          insert_fix_cell       put the best fix into a new cell below (False)
+          max_rows              rows shown in a table before "… N more"
+          max_depth             how deep containers and attributes are followed
+          max_items             items looked at in one container
+          max_objects           objects visited in one scan
+          max_frames            traceback frames walked, innermost first
+          max_modules           submodules walked in one module tree
+          max_fixes             fixes proposed in one diagnosis
+          show_library_frames   also list tensors held only by library frames
+
+        Examples: ``%devices``, ``%devices model opt``, ``%devices model.encoder``,
+        ``%devices --last``, ``%config IPyDevice.panel = False``.
+        """
+        args = parse_argstring(self.devices, line)
+        if args.last:
+            if args.names:
+                raise UsageError("%devices: --last takes no NAME")
+            return self._hook.last_diagnosis()
+        return self._inventory(args.names, include_private=args.all)
+
+    def _inventory(self, names: list[str], include_private: bool) -> Inventory:
+        from ipydevice import census
+
+        namespace = self.shell.user_ns
+        for text in names:
+            root = _ROOT_NAME.match(text)
+            if root is None or root.group(1) not in namespace:
+                raise UsageError(
+                    f"%devices: no variable named {(root.group(1) if root else text)!r}"
+                )
+        try:
+            return census.inventory(namespace, names=names or None, include_private=include_private)
+        except KeyError as missing:
+            name = missing.args[0] if missing.args else "?"
+            raise UsageError(f"%devices: {name!r} has no such attribute or item") from None
+
+
+# -- load / unload -------------------------------------------------------------------------
+
+_HOOKS: dict[int, _Hook] = {}
+
+
+def load(shell: InteractiveShell) -> None:
+    """Installs the panel hook, ``%devices`` and ``IPyDevice`` in ``shell``; twice is harmless."""
+    if id(shell) in _HOOKS:
+        return
+    hook = _Hook(shell)
+    try:
+        hook.install()
+    except BaseException:
+        hook.remove()
+        raise
+    _HOOKS[id(shell)] = hook
+
+
+def unload(shell: InteractiveShell) -> None:
+    """Puts ``shell`` back as it was before :func:`load`; harmless when not loaded."""
+    hook = _HOOKS.pop(id(shell), None)
+    if hook is not None:
+        hook.remove()
+
+
+def hook_of(shell: InteractiveShell) -> _Hook | None:
+    """The hook :func:`load` installed in ``shell``, if any (for tests and tools)."""
+    return _HOOKS.get(id(shell))

@@ -1,0 +1,1 @@
+"""Helpers for the browser tests: a throwaway Jupyter server and Playwright steps."""

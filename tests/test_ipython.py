@@ -1,0 +1,703 @@
+"""``%load_ext ipydevice`` in a real in-process ``InteractiveShell``.
+
+The panel hook (``post_run_cell``), its coexistence with IPython's own machinery
+(``set_custom_exc`` users, ``%tb``, ``%debug``, ``%pdb``), the load/unload
+lifecycle, guarded failures, ``IPyDevice`` settings and ``%devices``.
+
+``InteractiveShell.instance()`` is a process-wide singleton: every fixture
+unloads the extension and restores what it changed. A plain ``InteractiveShell``
+prints tracebacks to stdout; ``capture_output`` records stdout, stderr and every
+``display()`` call (``cap.outputs``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+import warnings
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from IPython.core.error import UsageError
+from IPython.core.interactiveshell import InteractiveShell
+from IPython.utils.capture import CapturedIO, capture_output
+
+import ipydevice
+from ipydevice import ipython as ext
+from ipydevice import settings
+from ipydevice.census import Inventory
+from ipydevice.model import Diagnosis
+
+SETUP = "import torch\nmodel = torch.nn.Linear(4, 2).to('meta')\nx = torch.randn(3, 4)"
+MISMATCH = "model(x)"
+CUDA_TEXT = (
+    "raise RuntimeError('Expected all tensors to be on the same device, but found at least "
+    "two devices, cuda:0 and cpu!')"
+)
+
+
+# -- fixtures and helpers -------------------------------------------------------------------
+
+
+def state_of(shell: InteractiveShell) -> dict[str, Any]:
+    """Everything load may touch, as comparable values."""
+    manager = shell.magics_manager
+    return {
+        "events": {event: list(callbacks) for event, callbacks in shell.events.callbacks.items()},
+        "custom_exceptions": shell.custom_exceptions,
+        "CustomTB": shell.CustomTB,
+        "showwarning": warnings.showwarning,
+        "excepthook": sys.excepthook,
+        "line_magics": dict(manager.magics["line"]),
+        "cell_magics": dict(manager.magics["cell"]),
+        "registry": dict(manager.registry),
+        "configurables": list(shell.configurables),
+        "settings": settings.current(),
+    }
+
+
+@pytest.fixture
+def shell() -> Iterator[InteractiveShell]:
+    """The singleton shell, with ipydevice unloaded and IPyDevice config cleared after."""
+    ip = InteractiveShell.instance()
+    ip.extension_manager.unload_extension("ipydevice")
+    saved = settings.current()
+    yield ip
+    ip.extension_manager.unload_extension("ipydevice")
+    ip.config.pop("IPyDevice", None)
+    settings.configure(**{name: getattr(saved, name) for name in ext.SETTING_TRAITS})
+
+
+@pytest.fixture
+def ip(shell: InteractiveShell) -> InteractiveShell:
+    """The shell with ipydevice loaded and the meta-device setup run."""
+    shell.run_line_magic("load_ext", "ipydevice")
+    run(shell, SETUP)
+    return shell
+
+
+def run(shell: InteractiveShell, source: str) -> Any:
+    """Runs a cell that must succeed."""
+    result = shell.run_cell(source)
+    assert result.success, result.error_in_exec or result.error_before_exec
+    return result.result
+
+
+def run_captured(shell: InteractiveShell, source: str) -> tuple[CapturedIO, Any]:
+    with capture_output() as cap:
+        result = shell.run_cell(source)
+    return cap, result
+
+
+def panels(cap: CapturedIO) -> list[dict[str, Any]]:
+    return [out.data for out in cap.outputs if "ipydevice-panel" in out.data.get("text/html", "")]
+
+
+# -- the panel ----------------------------------------------------------------------------
+
+
+def test_meta_mismatch_shows_traceback_then_one_panel(ip: InteractiveShell) -> None:
+    cap, result = run_captured(ip, MISMATCH)
+    assert isinstance(result.error_in_exec, RuntimeError)
+    assert "Traceback" in cap.stdout or "RuntimeError" in cap.stdout
+    assert "is not on the expected device cpu" in cap.stdout
+    assert cap.stderr == ""
+    assert len(cap.outputs) == 1
+    (bundle,) = panels(cap)
+    assert set(bundle) == {"text/plain", "text/html"}
+    assert "ipydevice · device error" in bundle["text/plain"]
+    assert "`x` is on cpu" in bundle["text/plain"]
+    assert "meta" in bundle["text/plain"]
+    assert "<script" not in bundle["text/html"]
+    assert ext.hook_of(ip).last.culprits[0].name == "x"
+    assert ext.hook_of(ip).last.target == "meta"
+
+
+def test_message_only_cuda_error_gets_a_panel(ip: InteractiveShell) -> None:
+    cap, _ = run_captured(ip, CUDA_TEXT)
+    (bundle,) = panels(cap)
+    assert "cuda:0" in bundle["text/plain"]
+
+
+def test_html_is_escaped(ip: InteractiveShell) -> None:
+    source = "raise RuntimeError('Expected all tensors to be on the same device, but found at least two devices, cuda:0 and <b>cpu</b>!')"
+    cap, _ = run_captured(ip, source)
+    (bundle,) = panels(cap)
+    assert "<b>cpu</b>" not in bundle["text/html"]
+    assert "&lt;b&gt;" in bundle["text/html"]
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "1 / 0",
+        "raise RuntimeError('CUDA out of memory. Tried to allocate 2.00 GiB')",
+        "raise RuntimeError('mat1 and mat2 shapes cannot be multiplied (3x4 and 5x2)')",
+        "{}['missing']",
+        "raise KeyboardInterrupt",
+    ],
+)
+def test_other_errors_look_exactly_as_without_ipydevice(
+    shell: InteractiveShell, source: str
+) -> None:
+    run(shell, SETUP)
+    plain, plain_result = run_captured(shell, source)
+    shell.run_line_magic("load_ext", "ipydevice")
+    cap, result = run_captured(shell, source)
+    assert type(result.error_in_exec) is type(plain_result.error_in_exec)
+    assert cap.stdout == plain.stdout
+    assert cap.stderr == plain.stderr
+    assert cap.outputs == []
+
+
+def test_successful_cells_and_syntax_errors_show_nothing(ip: InteractiveShell) -> None:
+    cap, _ = run_captured(ip, "y = x + 1\ny.shape")
+    assert cap.outputs == [] and cap.stderr == ""
+    cap, result = run_captured(ip, "def broken(:\n  pass")
+    assert result.error_before_exec is not None
+    assert cap.outputs == []
+
+
+def test_run_script_that_fails_gets_a_panel(ip: InteractiveShell, tmp_path: Any) -> None:
+    script = tmp_path / "train.py"
+    script.write_text(SETUP + "\n" + MISMATCH + "\n")
+    cap, result = run_captured(ip, f"%run {script}")
+    assert result.error_in_exec is None  # %run shows the traceback itself
+    assert "is not on the expected device cpu" in cap.stdout
+    (bundle,) = panels(cap)
+    assert "`x` is on cpu" in bundle["text/plain"]
+    cap, _ = run_captured(ip, "1 + 1")  # the same last exception: no second panel
+    assert panels(cap) == []
+
+
+def test_panel_does_not_pin_the_exception(ip: InteractiveShell) -> None:
+    run_captured(ip, MISMATCH)
+    hook = ext.hook_of(ip)
+    assert isinstance(hook.shown_before, int)
+    held = [v for v in vars(hook).values() if isinstance(v, BaseException)]
+    assert held == []
+    assert isinstance(hook.last, Diagnosis)
+
+
+def test_widget_view_joins_the_bundle_in_a_kernel(
+    ip: InteractiveShell, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("ipywidgets")
+    monkeypatch.setattr(ip, "kernel", object(), raising=False)
+    cap, _ = run_captured(ip, MISMATCH)
+    (bundle,) = panels(cap)
+    assert set(bundle) == {"text/plain", "text/html", "application/vnd.jupyter.widget-view+json"}
+    assert "`x` is on cpu" in bundle["text/plain"]
+    ip.run_line_magic("config", "IPyDevice.widget = False")
+    cap, _ = run_captured(ip, MISMATCH)
+    (bundle,) = panels(cap)
+    assert set(bundle) == {"text/plain", "text/html"}
+
+
+# -- coexistence with IPython's own machinery ---------------------------------------------
+
+
+def test_tb_and_last_value_see_the_device_error(ip: InteractiveShell) -> None:
+    _, result = run_captured(ip, MISMATCH)
+    assert sys.last_value is result.error_in_exec
+    assert sys.last_type is RuntimeError
+    cap, _ = run_captured(ip, "%tb")
+    assert "is not on the expected device cpu" in cap.stdout
+    assert cap.outputs == []
+
+
+class FakePdb:
+    """Stands in for the interactive debugger: records what it was asked to inspect."""
+
+    def __init__(self) -> None:
+        self.seen: list[Any] = []
+        self.botframe: Any = None
+
+    def reset(self) -> None:
+        pass
+
+    def interaction(self, frame: Any, exc: Any) -> None:
+        self.seen.append(exc)
+
+
+@pytest.fixture
+def fake_pdb(ip: InteractiveShell) -> Iterator[FakePdb]:
+    saved = ip.InteractiveTB.pdb
+    ip.InteractiveTB.pdb = pdb = FakePdb()
+    yield pdb
+    ip.InteractiveTB.pdb = saved
+    ip.call_pdb = False
+
+
+def test_debug_sees_the_device_error(ip: InteractiveShell, fake_pdb: FakePdb) -> None:
+    _, result = run_captured(ip, MISMATCH)
+    run_captured(ip, "%debug")
+    assert fake_pdb.seen == [result.error_in_exec]
+
+
+def test_pdb_on_still_debugs_and_the_panel_follows(ip: InteractiveShell, fake_pdb: FakePdb) -> None:
+    ip.call_pdb = True
+    cap, result = run_captured(ip, MISMATCH)
+    assert fake_pdb.seen == [result.error_in_exec]
+    assert len(panels(cap)) == 1
+
+
+@pytest.fixture
+def other_extension(shell: InteractiveShell) -> Iterator[list[str]]:
+    """Another extension (Colab, Jupyter AI) holding the set_custom_exc slot for KeyError."""
+    calls: list[str] = []
+
+    def handler(
+        self: InteractiveShell, etype: type, value: BaseException, tb: Any, tb_offset: Any = None
+    ) -> None:
+        calls.append(etype.__name__)
+        self.showtraceback((etype, value, tb), tb_offset=tb_offset)
+
+    saved = (shell.custom_exceptions, shell.CustomTB)
+    shell.set_custom_exc((KeyError, RuntimeError), handler)
+    yield calls
+    shell.custom_exceptions, shell.CustomTB = saved
+
+
+def test_another_extensions_handler_keeps_working(
+    shell: InteractiveShell, other_extension: list[str]
+) -> None:
+    run(shell, SETUP)
+    before = (shell.custom_exceptions, shell.CustomTB)
+    shell.run_line_magic("load_ext", "ipydevice")
+    assert (shell.custom_exceptions, shell.CustomTB) == before
+    cap, _ = run_captured(shell, "{}['k']")
+    assert other_extension == ["KeyError"]
+    assert "KeyError" in cap.stdout and cap.outputs == []
+    cap, _ = run_captured(shell, MISMATCH)
+    assert other_extension == ["KeyError", "RuntimeError"]
+    assert "is not on the expected device cpu" in cap.stdout
+    assert len(panels(cap)) == 1
+    shell.run_line_magic("unload_ext", "ipydevice")
+    assert (shell.custom_exceptions, shell.CustomTB) == before
+    run_captured(shell, "{}['k']")
+    assert other_extension[-1] == "KeyError"
+
+
+# -- lifecycle ----------------------------------------------------------------------------
+
+
+def test_unload_leaves_the_shell_exactly_as_it_was(shell: InteractiveShell) -> None:
+    with capture_output():  # IPython loads its own magics lazily, on first use: do that first
+        shell.run_line_magic("config", "")
+        shell.run_line_magic("load_ext", "ipydevice")
+        shell.run_line_magic("unload_ext", "ipydevice")
+    before = state_of(shell)
+    shell.run_line_magic("load_ext", "ipydevice")
+    loaded = state_of(shell)
+    assert loaded != before
+    assert "devices" in loaded["line_magics"]
+    run(shell, SETUP)
+    run_captured(shell, MISMATCH)
+    run_captured(shell, "%config IPyDevice.max_rows = 3")
+    shell.run_line_magic("unload_ext", "ipydevice")
+    assert state_of(shell) == before
+    assert ext.hook_of(shell) is None
+
+
+def test_load_twice_is_harmless(shell: InteractiveShell) -> None:
+    run(shell, SETUP)
+    shell.run_line_magic("load_ext", "ipydevice")
+    once = state_of(shell)
+    with capture_output() as cap:
+        shell.run_line_magic("load_ext", "ipydevice")
+    assert "already loaded" in cap.stdout
+    ipydevice.load_ipython_extension(shell)  # bypassing the extension manager
+    assert state_of(shell) == once
+    cap, _ = run_captured(shell, MISMATCH)
+    assert len(panels(cap)) == 1
+
+
+def test_reload_ext_keeps_one_hook(shell: InteractiveShell) -> None:
+    run(shell, SETUP)
+    shell.run_line_magic("load_ext", "ipydevice")
+    once = state_of(shell)
+    shell.run_line_magic("reload_ext", "ipydevice")
+    reloaded = state_of(shell)
+    assert {k: len(v) for k, v in reloaded["events"].items()} == {
+        k: len(v) for k, v in once["events"].items()
+    }
+    assert len(reloaded["configurables"]) == len(once["configurables"])
+    cap, _ = run_captured(shell, MISMATCH)
+    assert len(panels(cap)) == 1
+
+
+def test_unload_when_not_loaded_is_harmless(shell: InteractiveShell) -> None:
+    before = state_of(shell)
+    ipydevice.unload_ipython_extension(shell)
+    assert state_of(shell) == before
+
+
+def test_unload_puts_back_a_previous_devices_magic(shell: InteractiveShell) -> None:
+    def devices(line: str) -> str:
+        return "theirs"
+
+    shell.register_magic_function(devices, magic_kind="line", magic_name="devices")
+    try:
+        shell.run_line_magic("load_ext", "ipydevice")
+        assert isinstance(shell.run_line_magic("devices", ""), Inventory)
+        shell.run_line_magic("unload_ext", "ipydevice")
+        assert shell.run_line_magic("devices", "") == "theirs"
+    finally:
+        shell.magics_manager.magics["line"].pop("devices", None)
+
+
+def test_no_panel_after_unload(shell: InteractiveShell) -> None:
+    run(shell, SETUP)
+    shell.run_line_magic("load_ext", "ipydevice")
+    shell.run_line_magic("unload_ext", "ipydevice")
+    cap, _ = run_captured(shell, MISMATCH)
+    assert cap.outputs == []
+    with pytest.raises(UsageError):
+        shell.run_line_magic("devices", "")
+
+
+LOAD_PROBE = """
+import json, sys, time
+from IPython.core.interactiveshell import InteractiveShell
+shell = InteractiveShell.instance()
+start = time.perf_counter()
+shell.run_line_magic("load_ext", "ipydevice")
+first = time.perf_counter() - start
+shell.run_line_magic("unload_ext", "ipydevice")
+start = time.perf_counter()
+shell.run_line_magic("load_ext", "ipydevice")
+again = time.perf_counter() - start
+heavy = [m for m in ("torch", "pandas", "ipywidgets", "numpy", "ipydevice.engine") if m in sys.modules]
+print(json.dumps({"first_ms": first * 1000, "again_ms": again * 1000, "imported": heavy}))
+"""
+
+
+def test_load_is_instant_and_imports_nothing_heavy(tmp_path: Any) -> None:
+    env = {**os.environ, "IPYTHONDIR": str(tmp_path)}
+    out = subprocess.run(
+        [sys.executable, "-c", LOAD_PROBE],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=True,
+    )
+    probe = json.loads(out.stdout.strip().splitlines()[-1])
+    assert probe["imported"] == []
+    assert probe["first_ms"] < 50, probe  # includes importing ipydevice.ipython
+    assert probe["again_ms"] < 50, probe
+
+
+# -- guarded failures ---------------------------------------------------------------------
+
+
+def _raise(*args: Any, **kwargs: Any) -> Any:
+    raise ValueError("injected")
+
+
+STAGES = {
+    "recognition": ("ipydevice.engine.recognise_exception", False),
+    "diagnosis": ("ipydevice.engine.diagnose", False),
+    "rendering": ("ipydevice.render.text.render_diagnosis", False),
+    "display": ("IPython.display.display", False),
+    "widget": ("ipydevice.widget.build_panel", True),
+}
+
+
+@pytest.mark.parametrize("stage", list(STAGES))
+def test_a_failure_keeps_the_traceback_and_prints_one_line(
+    ip: InteractiveShell, monkeypatch: pytest.MonkeyPatch, stage: str
+) -> None:
+    target, in_kernel = STAGES[stage]
+    if in_kernel:
+        pytest.importorskip("ipywidgets")
+        monkeypatch.setattr(ip, "kernel", object(), raising=False)
+    monkeypatch.setattr(target, _raise)
+    monkeypatch.delenv("IPYDEVICE_DEBUG")
+    cap, result = run_captured(ip, MISMATCH)
+    assert isinstance(result.error_in_exec, RuntimeError)
+    assert "is not on the expected device cpu" in cap.stdout
+    lines = cap.stderr.splitlines()
+    assert lines == [
+        f"ipydevice: {stage} failed (ValueError: injected); set IPYDEVICE_DEBUG=1 for details"
+    ]
+    assert sys.last_value is result.error_in_exec
+    if stage == "widget":  # the static panel still shows
+        assert [set(b) for b in panels(cap)] == [{"text/plain", "text/html"}]
+    elif stage != "display":
+        assert cap.outputs == []
+
+
+def test_insert_fix_failure_is_guarded_too(
+    ip: InteractiveShell, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ip.run_line_magic("config", "IPyDevice.insert_fix_cell = True")
+    monkeypatch.setattr(ip, "set_next_input", _raise)
+    monkeypatch.delenv("IPYDEVICE_DEBUG")
+    cap, _ = run_captured(ip, MISMATCH)
+    assert len(panels(cap)) == 1
+    assert cap.stderr.splitlines() == [
+        "ipydevice: fix cell failed (ValueError: injected); set IPYDEVICE_DEBUG=1 for details"
+    ]
+
+
+@pytest.mark.parametrize("stage", ["recognition", "diagnosis", "rendering", "display"])
+def test_with_debug_the_failure_surfaces_after_the_users_traceback(
+    ip: InteractiveShell, monkeypatch: pytest.MonkeyPatch, stage: str
+) -> None:
+    """IPython's event manager catches what a callback raises: it prints
+    ``Error in callback`` and shows that traceback after the user's own."""
+    monkeypatch.setattr(STAGES[stage][0], _raise)
+    monkeypatch.setenv("IPYDEVICE_DEBUG", "1")
+    cap, result = run_captured(ip, MISMATCH)
+    assert isinstance(result.error_in_exec, RuntimeError)
+    users = cap.stdout.index("is not on the expected device cpu")
+    ours = cap.stdout.index("Error in callback")
+    assert users < ours
+    assert "ValueError" in cap.stdout[ours:] and "injected" in cap.stdout[ours:]
+    # The cost, in debug mode only: sys.last_value (and so %debug) is ipydevice's failure.
+    assert isinstance(sys.last_value, ValueError)
+
+
+# -- settings -----------------------------------------------------------------------------
+
+
+def test_config_panel_off_and_on(ip: InteractiveShell) -> None:
+    ip.run_line_magic("config", "IPyDevice.panel = False")
+    cap, _ = run_captured(ip, MISMATCH)
+    assert cap.outputs == []
+    assert "is not on the expected device cpu" in cap.stdout
+    ip.run_line_magic("config", "IPyDevice.panel = True")
+    cap, _ = run_captured(ip, MISMATCH)
+    assert len(panels(cap)) == 1
+
+
+def test_config_limits_reach_the_settings_and_unload_restores_them(shell: InteractiveShell) -> None:
+    settings.configure(max_rows=7)
+    shell.run_line_magic("load_ext", "ipydevice")
+    assert ext.hook_of(shell).config.max_rows == 7  # a value set from Python shows through
+    shell.run_line_magic("config", "IPyDevice.max_rows = 20")
+    shell.run_line_magic("config", "IPyDevice.max_depth = 2")
+    assert settings.current().max_rows == 20
+    assert settings.current().max_depth == 2
+    cap, _ = run_captured(shell, "%config IPyDevice")
+    assert "IPyDevice.max_rows=<Int>" in cap.stdout and "Current: 20" in cap.stdout
+    shell.run_line_magic("unload_ext", "ipydevice")
+    assert settings.current().max_rows == 7
+    assert settings.current().max_depth == settings.Settings().max_depth
+
+
+def test_config_rejects_a_bad_limit(ip: InteractiveShell, caplog: pytest.LogCaptureFixture) -> None:
+    before = settings.current()
+    run_captured(ip, "%config IPyDevice.max_rows = 0")  # IPython logs the TraitError
+    assert "'max_rows' trait of an IPyDevice instance should not be less than 1" in caplog.text
+    assert settings.current() == before
+
+
+def test_config_file_values_apply_on_load(shell: InteractiveShell) -> None:
+    shell.config.IPyDevice.max_rows = 30
+    shell.config.IPyDevice.panel = False
+    shell.run_line_magic("load_ext", "ipydevice")
+    assert settings.current().max_rows == 30
+    run(shell, SETUP)
+    cap, _ = run_captured(shell, MISMATCH)
+    assert cap.outputs == []
+
+
+def test_max_rows_shortens_the_panel(ip: InteractiveShell) -> None:
+    ip.run_line_magic("config", "IPyDevice.max_rows = 1")
+    cap, _ = run_captured(ip, MISMATCH)
+    (bundle,) = panels(cap)
+    assert re.search(r"… \d+ more", bundle["text/plain"])
+
+
+def test_insert_fix_cell_fills_the_next_input(ip: InteractiveShell) -> None:
+    ip.rl_next_input = None
+    run_captured(ip, MISMATCH)
+    assert ip.rl_next_input is None  # off by default
+    ip.run_line_magic("config", "IPyDevice.insert_fix_cell = True")
+    run_captured(ip, MISMATCH)
+    best = next(f for f in ext.hook_of(ip).last.fixes if f.scope in ("namespace", "cell"))
+    assert ip.rl_next_input == best.code
+    assert "x.to('meta')" in best.code
+    ip.rl_next_input = None
+
+
+# -- %devices -----------------------------------------------------------------------------
+
+
+def test_devices_lists_the_namespace_by_device(ip: InteractiveShell) -> None:
+    inv = ip.run_line_magic("devices", "")
+    assert isinstance(inv, Inventory)
+    names = {r.name for r in inv.records}
+    assert {"model", "x"} <= names
+    assert {t.device for t in inv.totals} == {"cpu", "meta"}
+    assert any(p.name == "x" for p in inv.problems)
+    bundle = inv._repr_mimebundle_()
+    assert "ipydevice-panel" in bundle["text/html"]
+    assert "meta" in bundle["text/plain"] and "cpu" in bundle["text/plain"]
+
+
+def test_devices_result_assigns_and_gives_a_dataframe(ip: InteractiveShell) -> None:
+    pd = pytest.importorskip("pandas")
+    cap, _ = run_captured(ip, "inv = %devices")
+    assert cap.outputs == [] and cap.stdout == ""
+    table = ip.user_ns["inv"].table()
+    assert isinstance(table, pd.DataFrame)
+    assert {"model", "x"} <= set(table["name"])
+    assert table.loc[table["name"] == "x", "device"].item() == "cpu"
+
+
+def test_devices_display_is_the_panel_style(ip: InteractiveShell) -> None:
+    cap, result = run_captured(ip, "%devices")
+    assert isinstance(result.result, Inventory)
+    assert "ipydevice ·" in cap.stdout  # the displayhook printed text/plain
+
+
+def test_devices_names_in_depth(ip: InteractiveShell) -> None:
+    run(
+        ip,
+        "net = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Linear(2, 2))\nnet[1].to('meta')",
+    )
+    inv = ip.run_line_magic("devices", "net")
+    assert inv.names == ("net",)
+    by_name = {r.name: r.device for r in inv.records}
+    assert by_name["net"] == "mixed"
+    assert by_name["net[0]"] == "cpu" and by_name["net[1]"] == "meta"
+    assert ip.run_line_magic("devices", "net[1]").records[0].device == "meta"
+    run(ip, "batch = {'x': torch.zeros(2, device='meta')}")
+    assert ip.run_line_magic("devices", "batch['x']").records[0].device == "meta"
+    both = ip.run_line_magic("devices", "model x")
+    assert {"model", "x"} <= {r.name for r in both.records}
+
+
+def test_devices_all_includes_private_names(ip: InteractiveShell) -> None:
+    run(ip, "_hidden = torch.zeros(2)")
+    assert "_hidden" not in {r.name for r in ip.run_line_magic("devices", "").records}
+    assert "_hidden" in {r.name for r in ip.run_line_magic("devices", "--all").records}
+    assert "_hidden" in {r.name for r in ip.run_line_magic("devices", "-a").records}
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("foo", "%devices: no variable named 'foo'"),
+        ("model foo", "%devices: no variable named 'foo'"),
+        ("model.nope", "%devices: 'model.nope' has no such attribute or item"),
+        ("--bogus", "unrecognized arguments: --bogus"),
+        ("--last model", "%devices: --last takes no NAME"),
+        ("3x", "%devices: no variable named '3x'"),
+    ],
+)
+def test_devices_bad_arguments_are_usage_errors(
+    ip: InteractiveShell, line: str, message: str
+) -> None:
+    with pytest.raises(UsageError, match=re.escape(message)):
+        ip.run_line_magic("devices", line)
+    cap, _ = run_captured(ip, f"%devices {line}")
+    shown = cap.stdout + cap.stderr
+    assert "UsageError" in shown and message in shown
+    assert "Traceback" not in shown
+
+
+def test_devices_last_before_any_device_error(
+    ip: InteractiveShell, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("last_value", "last_exc", "last_type", "last_traceback"):
+        monkeypatch.delattr(sys, name, raising=False)
+    run_captured(ip, "1 / 0")
+    with pytest.raises(UsageError, match="no device error"):
+        ip.run_line_magic("devices", "--last")
+
+
+def test_devices_last_shows_the_last_diagnosis_again(ip: InteractiveShell) -> None:
+    run_captured(ip, MISMATCH)
+    panel_diagnosis = ext.hook_of(ip).last
+    run_captured(ip, "1 / 0")  # a later non-device error does not replace it
+    last = ip.run_line_magic("devices", "--last")
+    assert last is panel_diagnosis
+    assert last.culprits[0].name == "x"
+    cap, _ = run_captured(ip, "%devices --last")
+    assert "`x` is on cpu" in cap.stdout
+
+
+def test_devices_last_with_the_panel_off_diagnoses_on_demand(ip: InteractiveShell) -> None:
+    ip.run_line_magic("config", "IPyDevice.panel = False")
+    run_captured(ip, MISMATCH)
+    assert ext.hook_of(ip).last is None
+    last = ip.run_line_magic("devices", "--last")
+    assert isinstance(last, Diagnosis) and last.culprits[0].name == "x"
+
+
+def test_devices_help_documents_every_setting(ip: InteractiveShell) -> None:
+    doc = ip.find_line_magic("devices").__doc__
+    assert "%devices [--last] [-a] [NAME ...]" in doc
+    for name in ext.IPyDevice.class_trait_names(config=True):
+        assert name in doc, name
+    cap, _ = run_captured(ip, "%devices?")
+    assert "--last" in cap.stdout and "IPyDevice" in cap.stdout
+
+
+def test_devices_on_a_huge_hostile_namespace_is_quick(ip: InteractiveShell) -> None:
+    run(ip, HOSTILE)
+    start = time.perf_counter()
+    inv = ip.run_line_magic("devices", "")
+    text, html = str(inv), inv._repr_html_()
+    elapsed = time.perf_counter() - start
+    assert elapsed < 2.0, elapsed
+    assert inv.notes  # truncation is reported
+    assert "more" in text
+    assert "ipydevice-panel" in html
+    for name in ("props", "selfish", "loop", "million", "tensors"):
+        start = time.perf_counter()
+        cap, result = run_captured(ip, f"%devices {name}")
+        assert result.error_in_exec is None or isinstance(result.error_in_exec, UsageError)
+        assert "Traceback" not in cap.stdout + cap.stderr
+        assert time.perf_counter() - start < 2.0, name
+
+
+def test_devices_with_thousands_of_tensors_notes_truncation(ip: InteractiveShell) -> None:
+    run(
+        ip,
+        "for _i in range(5000):\n    globals()[f't{_i}'] = torch.zeros(2, device='meta' if _i % 2 else 'cpu')",
+    )
+    try:
+        start = time.perf_counter()
+        inv = ip.run_line_magic("devices", "")
+        str(inv)
+        assert time.perf_counter() - start < 2.0
+        assert any("only the first" in note for note in inv.notes)
+        assert "more" in str(inv)
+    finally:
+        run(ip, "for _i in range(5000):\n    del globals()[f't{_i}']")
+
+
+HOSTILE = """
+for _i in range(2000):
+    globals()[f't{_i}'] = torch.zeros(2, device='meta' if _i % 2 else 'cpu')
+
+class Props:
+    @property
+    def device(self): raise RuntimeError('device')
+    @property
+    def shape(self): raise RuntimeError('shape')
+    @property
+    def __dict__(self): raise RuntimeError('__dict__')
+    def __repr__(self): raise RuntimeError('repr')
+
+class Selfish:
+    def __getattr__(self, name): return self
+
+props = Props()
+selfish = Selfish()
+loop = []
+loop.append(loop)
+million = list(range(1_000_000))
+tensors = [torch.zeros(1) for _ in range(1000)]
+"""
