@@ -4,23 +4,39 @@ TORCH ?= torch==2.13.0
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: demo test install clean
+.PHONY: demo tour test install browser docs-screenshots clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	# torch first and pinned: a bare `torch` requirement would pull the CUDA build.
 	$(PY) -m pip install -q "$(TORCH)"
-	$(PY) -m pip install -q -e ".[test]"
+	$(PY) -m pip install -q -e ".[test,notebook,browser]"
 	touch $@
 
 install: $(VENV)/.installed
 
+# The main job: JupyterLab on the quickstart notebook (no GPU needed).
 demo: $(VENV)/.installed
+	$(VENV)/bin/jupyter lab notebooks/01-quickstart.ipynb
+
+# The same scenarios as a terminal tour.
+tour: $(VENV)/.installed
 	$(PY) -m ipydevice demo
 
+# Everything: unit, IPython, kernel, notebook and browser tests. Chromium comes
+# from apt when missing (the browser tests skip, with a reason, if it cannot).
 test: $(VENV)/.installed
+	scripts/install-browser.sh $(VENV)
 	IPYDEVICE_DEBUG=1 $(PY) -m pytest
 
+browser: $(VENV)/.installed
+	scripts/install-browser.sh $(VENV)
+	tests/browser/run.sh --no-install
+
+docs-screenshots: $(VENV)/.installed
+	scripts/install-browser.sh $(VENV)
+	tests/browser/run.sh --no-install --docs
+
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis
+	rm -rf $(VENV) .pytest_cache .hypothesis artifacts
