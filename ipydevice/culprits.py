@@ -24,9 +24,10 @@ from ipydevice import probe
 from ipydevice.frames import FrameView
 from ipydevice.messages import MessageFacts
 from ipydevice.model import Finding
+from ipydevice.paths import Path, format_path
 from ipydevice.scan import Entry, Scan
 
-__all__ = ["Analysis", "Culprit", "analyse", "same_device"]
+__all__ = ["Analysis", "Culprit", "analyse", "meta_subtrees", "same_device"]
 
 _TENSOR_KINDS = ("tensor", "parameter", "buffer", "attribute")
 
@@ -96,9 +97,11 @@ def _module_entries(scan: Scan) -> list[Entry]:
 
 
 def _failing_module(scan: Scan, views: list[FrameView]) -> Entry | None:
+    """The module whose ``forward`` was running innermost (not a constructor or
+    a helper of a wrapper such as DDP's ``_log_and_throw``)."""
     for view in reversed(views):
         owner = view.self_module
-        if owner is not None and id(owner) in scan.entries:
+        if owner is not None and view.frame.f_code.co_name == "forward" and id(owner) in scan.entries:
             return scan.entries[id(owner)]
     return None
 
@@ -172,11 +175,33 @@ def _meta_model_culprits(scan: Scan, views: list[FrameView], target: str) -> lis
         ):
             entry = scan.entries[id(owner)]
             why = "built on the meta device, it holds no data: Module.to() cannot copy it, to_empty() allocates it"
-            finding = Finding(
-                entry.name, "meta", "module", entry.where, why, rule="meta_model", target=target
-            )
+            parts = meta_subtrees(entry) if entry.named else []
+            name = format_path(parts[0]) if len(parts) == 1 else entry.name
+            finding = Finding(name, "meta", "module", entry.where, why, rule="meta_model", target=target)
             return [Culprit(finding, [entry], owner=entry)]
     return []
+
+
+def meta_subtrees(owner: Entry) -> list[Path]:
+    """The biggest submodules of ``owner`` whose tensors are all on meta.
+
+    A model built on meta gives ``[model]``; one with a meta head, ``[model.head]``,
+    so that ``to_empty`` never wipes the real weights around it.
+    """
+    view = owner.module
+    if view is None:
+        return [owner.path]
+    on_meta = {id(t): probe.tensor_facts(t)[0] == "meta" for _, t, _ in view.registered}
+    found: list[tuple] = []
+    for rel, tensor, _ in view.registered:
+        if not on_meta[id(tensor)] or any(rel[: len(p)] == p for p in found):
+            continue
+        for size in range(len(rel)):
+            prefix = rel[:size]
+            if all(on_meta[id(t)] for r, t, _ in view.registered if r[:size] == prefix):
+                found.append(prefix)
+                break
+    return [(*owner.path, *prefix) for prefix in found]
 
 
 def _is_meta_copy(facts: MessageFacts) -> bool:
@@ -402,6 +427,11 @@ def _optimizer_culprit(entry: Entry) -> Culprit | None:
     return Culprit(finding, [entry], owner=entry)
 
 
+def _from_user(culprit: Culprit) -> bool:
+    entry = culprit.entries[0] if culprit.entries else None
+    return entry is not None and (entry.named or entry.user or entry.parent_kind == "module")
+
+
 def _rank(found: list[Culprit], analysis: Analysis) -> list[Culprit]:
     def score(culprit: Culprit) -> tuple[int, int, int]:
         entry = culprit.entries[0] if culprit.entries else None
@@ -415,6 +445,10 @@ def _rank(found: list[Culprit], analysis: Analysis) -> list[Culprit]:
 
     ranked = sorted(found, key=score)
     direct = [c for c in ranked if score(c)[0] == 0]
+    if any(_from_user(c) for c in direct):
+        # A library frame's local that the user never wrote (GRU's ``hx`` made from
+        # the input) is derived from a user culprit: name the user's, not torch's.
+        direct = [c for c in direct if _from_user(c) or c.finding.kind != "tensor"]
     structural = [
         c for c in ranked if c.finding.kind in ("module", "attribute") and c not in direct
     ]

@@ -21,6 +21,7 @@ from typing import Any
 from ipydevice import probe
 from ipydevice import settings as _settings
 from ipydevice._debug import debug_enabled, describe_failure
+from ipydevice.advice import advice
 from ipydevice.culprits import Analysis, analyse
 from ipydevice.fixes import propose_fixes
 from ipydevice.frames import FrameView, line_operands, walk_frames
@@ -120,6 +121,7 @@ def diagnose(
         return Diagnosis(
             is_device_error=True,
             target=analysis.target,
+            advice=advice(facts, analysis.target),
             reference=_reference(analysis),
             failing_module=_module_label(analysis.failing_module),
             culprits=analysis.culprits,
@@ -135,6 +137,7 @@ def diagnose(
             raise
         return Diagnosis(
             is_device_error=True,
+            advice=advice(facts, ""),
             frames=tuple(v.summary for v in views),
             notes=(describe_failure("diagnosis", failure),),
             **base,
@@ -260,13 +263,9 @@ def _collect_library_frame(scan: Scan, view: FrameView) -> None:
 
 
 def _is_functional(view: FrameView) -> bool:
-    filename = view.summary.filename.replace("\\", "/")
-    return (
-        filename.endswith(
-            ("/nn/functional.py", "/optim/adam.py", "/optim/adamw.py", "/optim/sgd.py")
-        )
-        or "/optim/" in filename
-    )
+    # torch.nn.functional's arguments are the user's tensors; the optimizers'
+    # are lists of lists of every parameter and state tensor (noise, not operands).
+    return view.summary.filename.replace("\\", "/").endswith("/nn/functional.py")
 
 
 def _varargs(view: FrameView) -> set[str]:

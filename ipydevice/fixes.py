@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ipydevice import probe
-from ipydevice.culprits import Analysis, Culprit
+from ipydevice.culprits import Analysis, Culprit, meta_subtrees
 from ipydevice.frames import FrameView, bound_names, failing_statement, frame_tree, header_nodes
 from ipydevice.messages import MessageFacts
 from ipydevice.model import Fix, Step
@@ -109,9 +109,10 @@ def _plan_one(
         return
     if culprit.finding.rule == "meta_model" and culprit.owner is not None:
         if culprit.owner.named and culprit.owner.path[0][0] == "name":
-            text = format_path(culprit.owner.path)
-            code = f"{text}.to_empty(device={target!r})  # uninitialised: load the weights next"
-            plan.add(Step("to_empty", culprit.owner.path, target), code, text)
+            for path in meta_subtrees(culprit.owner):
+                text = format_path(path)
+                code = f"{text}.to_empty(device={target!r})  # uninitialised: load the weights next"
+                plan.add(Step("to_empty", path, target), code, text)
         return
     entries = (
         [culprit.owner]
@@ -184,20 +185,31 @@ def _plan_module(plan: _Plan, entry: Entry, by_path: dict, target: str, scan: Sc
     owner = _outermost_module(entry, by_path)
     if owner is None or (owner.module is not None and owner.module.dispatch_device):
         return
-    text = format_path(owner.path)
-    if (
-        (probe.tensor_facts(entry.obj)[0] == "meta"
-        and target != "meta")
-        or (entry.obj is owner.obj
-        and owner.module is not None
-        and owner.module.majority() == "meta"
-        and target != "meta")
-    ):
-        # A meta tensor has no data to copy: Module.to() raises, to_empty() allocates.
+    if _on_meta(entry) and target != "meta":
+        # A meta tensor has no data to copy: Module.to() raises, to_empty() allocates,
+        # and only the meta part must be materialised, not the real weights around it.
+        path = _meta_subtree(entry, owner)
+        text = format_path(path)
         code = f"{text}.to_empty(device={target!r})  # uninitialised: load the weights next"
-        plan.add(Step("to_empty", owner.path, target), code, text)
+        plan.add(Step("to_empty", path, target), code, text)
         return
+    text = format_path(owner.path)
     plan.add(Step("module_to", owner.path, target), f"{text}.to({target!r})", text)
+
+
+def _on_meta(entry: Entry) -> bool:
+    if entry.module is not None:
+        return entry.module.majority() == "meta"
+    return entry.facts[0] == "meta"
+
+
+def _meta_subtree(entry: Entry, owner: Entry) -> Path:
+    """The all-meta subtree of ``owner`` that holds ``entry``."""
+    rel = entry.path[len(owner.path) :]
+    for path in meta_subtrees(owner):
+        if entry.path[: len(path)] == path or path[: len(entry.path)] == entry.path:
+            return path
+    return owner.path if not rel else entry.path
 
 
 def _outermost_module(entry: Entry, by_path: dict) -> Entry | None:

@@ -240,6 +240,7 @@ class Diagnosis:
         argument: the argument the message names (``mat1``, ``index``, ``weight``).
         op: the operation the message names.
         target: the device things should move to (``cuda:0``), or empty.
+        advice: one sentence of advice for this family, from the message alone.
         reference: the object already on the target, usually the model (``model``).
         failing_module: the module whose forward failed (``model.fc (Linear)``).
         culprits: objects on the wrong device, best first.
@@ -259,6 +260,7 @@ class Diagnosis:
     argument: str | None = None
     op: str | None = None
     target: str = ""
+    advice: str = ""
     reference: str = ""
     failing_module: str = ""
     culprits: tuple[Finding, ...] = ()

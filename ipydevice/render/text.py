@@ -33,24 +33,17 @@ def headline(d: Diagnosis) -> str:
     """The one sentence that says who is where and what to do."""
     if not d.is_device_error:
         return f"not a device error ({d.exc_type})"
-    if d.family == "load_location":
-        where = d.devices[0] if d.devices else "another device"
-        return (
-            f"the checkpoint was saved from {where} tensors: load it with map_location={d.target!r}"
-        )
-    if d.family == "numpy_conversion" and not d.culprits:
-        return "NumPy only reads CPU memory: copy the tensor with .detach().cpu() before .numpy()"
     if not d.culprits:
-        devices = " and ".join(dict.fromkeys(d.devices)) or "two devices"
-        tail = f"; everything should be on {d.target}" if d.target else ""
-        return f"tensors on {devices} met in one operation{tail}"
+        return d.advice or f"tensors on {' and '.join(dict.fromkeys(d.devices)) or 'two devices'} met in one operation"
     culprits = [f for f in d.culprits if f.rule != "optimizer_state"] or list(d.culprits)
     devices = sorted({f.device for f in culprits})
     verb = "is" if len(culprits) == 1 else "are"
     text = f"{_names(culprits)} {verb} on {', '.join(devices)}"
-    if d.reference:
+    if d.reference and d.reference not in {f.name for f in culprits}:
         text += f", `{d.reference}` is on {d.target}"
     pronoun = "it" if len(culprits) == 1 else "them"
+    if d.target != "meta" and all(f.device == "meta" for f in culprits):
+        return f"{text}: materialise {pronoun} on {d.target} with to_empty (meta tensors hold no data)"
     return f"{text}: move {pronoun} to {d.target}"
 
 
