@@ -106,7 +106,9 @@ def inventory(
     if names:
         return _in_depth(scan, namespace, [names] if isinstance(names, str) else list(names))
     roots = _roots(scan, namespace, include_private, settings.max_objects)
-    records = tuple(record_of(e, settings.max_items) for e in roots)
+    rows = (record_of(e, settings.max_items) for e in roots)
+    # A container or dataclass that holds no tensor (a Diagnosis kept in ``d``) is not news.
+    records = tuple(r for r in rows if r.kind != "container" or r.shares)
     return Inventory(
         records=records,
         totals=_totals(scan),

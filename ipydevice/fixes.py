@@ -25,7 +25,14 @@ from typing import Any
 
 from ipydevice import probe
 from ipydevice.culprits import Analysis, Culprit, meta_subtrees
-from ipydevice.frames import FrameView, bound_names, failing_statement, frame_tree, header_nodes
+from ipydevice.frames import (
+    FrameView,
+    bound_names,
+    failing_statement,
+    frame_tree,
+    header_nodes,
+    source_location,
+)
 from ipydevice.messages import MessageFacts
 from ipydevice.model import Fix, Step
 from ipydevice.paths import Path, format_path, is_name
@@ -326,12 +333,11 @@ def _script_edit(cell: _Cell, rewritten: list[str], title: str) -> Fix:
         end_old, end_new = end_old - 1, end_new - 1
     if end_old == start:  # pure insertion: show it with the line it precedes
         end_old, end_new = end_old + 1, end_new + 1
-    label = cell.view.summary.filename.rsplit("/", 1)[-1]
     return Fix(
         title=title,
         code="".join(new[start:end_new]),
         scope="source",
-        location=f"{label}:{start + 1}",
+        location=source_location(cell.view.summary.filename, start + 1),
         original="".join(old[start:end_old]),
         filename=cell.view.summary.filename,
         lineno=start + 1,

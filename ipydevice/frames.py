@@ -20,6 +20,7 @@ import functools
 import inspect
 import linecache
 import os
+import sys
 import sysconfig
 from collections import UserDict
 from dataclasses import dataclass
@@ -29,7 +30,7 @@ from typing import Any
 from ipydevice import probe
 from ipydevice.model import FrameSummary
 
-__all__ = ["FrameView", "bound_names", "is_user_file", "line_operands", "walk_frames"]
+__all__ = ["FrameView", "bound_names", "cell_number", "is_user_file", "line_operands", "source_location", "walk_frames"]
 
 
 @dataclass(eq=False)
@@ -110,12 +111,41 @@ def _qualname(frame: FrameType) -> str:
     code = frame.f_code
     qualname = getattr(code, "co_qualname", code.co_name)
     if code.co_name == "<module>":
-        return "<cell>" if _is_cell_file(code.co_filename) else "<module>"
+        if not _is_cell_file(code.co_filename):
+            return "<module>"
+        number = cell_number(code.co_filename)
+        return f"In [{number}]" if number is not None else "<cell>"
     if "." not in qualname:
         owner = _frame_local(frame, "self")
         if owner is not None:
             qualname = f"{probe.class_name(owner)}.{code.co_name}"
     return qualname.replace(".<locals>", "")
+
+
+def cell_number(filename: str) -> int | None:
+    """The ``In [n]`` number IPython gave the cell compiled as ``filename``.
+
+    ipykernel names cells ``/tmp/ipykernel_<pid>/<hash>.py``; IPython's compiler
+    keeps the map. IPython is only looked up when already imported.
+    """
+    ipython = sys.modules.get("IPython")
+    if ipython is None:
+        return None
+    try:
+        shell = ipython.get_ipython()
+        found = getattr(getattr(shell, "compile", None), "_filename_map", {}).get(filename)
+    except Exception:
+        return None
+    return found if isinstance(found, int) and not isinstance(found, bool) else None
+
+
+def source_location(filename: str, lineno: int) -> str:
+    """``In [3], line 5`` for a notebook cell, ``train.py:5`` for a file."""
+    number = cell_number(filename) if _is_cell_file(filename) else None
+    if number is not None:
+        return f"In [{number}], line {lineno}"
+    label = filename if filename.startswith("<") else filename.rsplit("/", 1)[-1]
+    return f"{label}:{lineno}"
 
 
 def _frame_local(frame: FrameType, name: str) -> Any:

@@ -24,7 +24,7 @@ from typing import Any
 
 from ipydevice import probe
 from ipydevice.culprits import Analysis, Culprit
-from ipydevice.frames import FrameView, frame_tree, is_user_file
+from ipydevice.frames import FrameView, frame_tree, is_user_file, source_location
 from ipydevice.model import Finding, Fix
 from ipydevice.rewrite import add_keyword, replace_span, segment
 from ipydevice.scan import Entry, Scan
@@ -178,12 +178,11 @@ def _apply_edit(
     grown = len(changed) - len(lines)
     original = "".join(lines[start - 1 : end])
     replacement = "".join(changed[start - 1 : end + grown])
-    label = filename if filename.startswith("<") else filename.rsplit("/", 1)[-1]
     return Fix(
         title=title,
         code=replacement,
         scope="source",
-        location=f"{label}:{start}",
+        location=source_location(filename, start),
         original=original,
         filename=filename,
         lineno=start,

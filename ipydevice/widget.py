@@ -37,6 +37,11 @@ _COPY_ESM = """
 function render({ model, el }) {
   const button = document.createElement("button");
   button.className = "ipydevice-copy jupyter-button widget-button";
+  // Line up with the ipywidgets buttons beside it (same margin, height, width).
+  el.style.margin = "var(--jp-widgets-margin, 2px)";
+  button.style.margin = "0";
+  button.style.height = "var(--jp-widgets-inline-height, 28px)";
+  button.style.width = "var(--jp-widgets-inline-width-short, 148px)";
   button.textContent = "Copy";
   button.title = "Copy this code to the clipboard";
   button.onclick = async () => {
@@ -149,7 +154,8 @@ def _details(d: Diagnosis) -> Any:
     records = ordered_records(d)
     if len(records) <= len(d.culprits):
         return None
-    body = w.HTML(table_html(records, {f.name for f in d.culprits}, len(records)))
+    table = table_html(records, {f.name for f in d.culprits}, len(records))
+    body = w.HTML(f'<div style="overflow-x:auto;max-width:100%">{table}</div>')
     notes = "".join(f'<div style="opacity:0.75">note: {html.escape(n)}</div>' for n in d.notes)
     box = w.Accordion(children=[w.VBox([body, w.HTML(notes)])], selected_index=None)
     box.set_title(0, f"All {len(records)} objects involved")
