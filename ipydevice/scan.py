@@ -283,7 +283,8 @@ class Scan:
                 return
             for key, value in items:
                 name = _plain_name(key)
-                if id(value) in wanted and name is not None and not name.startswith("_") and name not in SKIP_NAMES:
+                public = name is not None and not name.startswith("_") and name not in SKIP_NAMES
+                if public and id(value) in wanted:
                     wanted -= self._rename(self.entries[id(value)], (("name", name),))
             return
         # Each object is queued once, when first reached (breadth first: by its
@@ -446,8 +447,10 @@ def _container_items(obj: Any, limit: int) -> list[tuple[tuple[str, Any], Any]] 
     kind = type(obj)
     try:
         if issubclass(kind, tuple) and hasattr(kind, "_fields"):
-            pairs = zip(kind._fields, tuple.__iter__(obj), strict=False)
-            return [(("attr", n), value) for name, value in pairs if (n := _plain_name(name)) is not None][:limit]
+            # range() bounds the walk: _fields may be endless, the tuple huge.
+            triples = zip(range(limit), kind._fields, tuple.__iter__(obj), strict=False)
+            named = ((_plain_name(name), value) for _, name, value in triples)
+            return [(("attr", n), value) for n, value in named if n is not None]
         if issubclass(kind, (list, tuple)):
             values = list.__iter__(obj) if issubclass(kind, list) else tuple.__iter__(obj)
             # zip stops at range's end without pulling an item past the limit.
@@ -504,7 +507,8 @@ def _keyed_items(mapping: Any, limit: int) -> list[tuple[str | int, Any]]:
 
 def _named_items(mapping: Any, limit: int) -> list[tuple[str, Any]]:
     """Dict items with plain ``str`` keys (module registries, ``__dict__``)."""
-    return [(name, value) for key, value in _dict_items(mapping, limit) if (name := _plain_name(key)) is not None]
+    pairs = ((_plain_name(key), value) for key, value in _dict_items(mapping, limit))
+    return [(name, value) for name, value in pairs if name is not None]
 
 
 def _dict_items(mapping: Any, limit: int) -> list[tuple[Any, Any]]:
