@@ -137,7 +137,7 @@ def _roots(
         return roots
     for count, (name, value) in enumerate(items):
         if (
-            not isinstance(name, str)
+            type(name) is not str
             or name in SKIP_NAMES
             or (name.startswith("_") and not include_private)
         ):

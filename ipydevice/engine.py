@@ -254,8 +254,9 @@ def _collect_library_frame(scan: Scan, view: FrameView) -> None:
     elif not _is_functional(view):
         return
     for name, value in view.arguments():
-        if isinstance(value, (tuple, list)) and name in _varargs(view):
-            for index, item in enumerate(value[: scan.settings.max_items]):
+        if probe.is_a(value, (tuple, list)) and name in _varargs(view):
+            items = tuple.__iter__(value) if probe.is_a(value, tuple) else list.__iter__(value)
+            for index, item in zip(range(scan.settings.max_items), items, strict=False):
                 if probe.is_tensor(item):
                     scan.add(item, (("local", f"{name}[{index}]"),), view.label, operand=True)
         else:

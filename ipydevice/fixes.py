@@ -140,39 +140,51 @@ def _plan_one(
 def _plan_tensor(plan: _Plan, entry: Entry, by_path: dict, target: str) -> None:
     path = entry.path
     container = entry.container
-    if container is not None and len(path) == 2:
+    if container is not None and len(path) == 2 and _is_batch(container):
         # ``batch['x']``: rebuild (or .to()) the whole batch, as the user would.
-        holder = by_path.get(path[:1]) or Entry(
-            container, path[:1], "namespace", "container", named=True
-        )
+        holder = by_path.get(path[:1]) or Entry(container, path[:1], "namespace", "container", named=True)
         _plan_container(plan, holder, target)
         return
-    if container is not None and isinstance(container, tuple):
+    if container is not None and probe.is_a(container, tuple):
         return  # deep inside a tuple: nothing to assign to; the cell fix covers it
+    # A plain attribute or item (``batch.inputs`` of a dataclass, ``cfg['x']``).
     text = format_path(path)
     plan.add(Step("reassign", path, target), f"{text} = {text}.to({target!r})", text)
+
+
+def _is_batch(obj: Any) -> bool:
+    """A dict, list or tuple, or a mapping with its own ``.to`` (BatchEncoding)."""
+    return probe.is_a(obj, (dict, list, tuple)) or _has_own_to(obj)
+
+
+def _has_own_to(obj: Any) -> bool:
+    try:
+        return callable(type(obj).__dict__.get("to")) or any(
+            callable(klass.__dict__.get("to")) for klass in type(obj).__mro__[1:-1]
+        )
+    except Exception:
+        return False
 
 
 def _plan_container(plan: _Plan, entry: Entry, target: str) -> None:
     text = format_path(entry.path)
     obj = entry.obj
-    if not isinstance(obj, (dict, list, tuple)) and callable(getattr(type(obj), "to", None)):
+    if not probe.is_a(obj, (dict, list, tuple)) and _has_own_to(obj):
         plan.add(Step("reassign", entry.path, target), f"{text} = {text}.to({target!r})", text)
         return
-    if isinstance(obj, dict):
+    if probe.is_a(obj, dict):
         code = f"{text} = {{k: v.to({target!r}) if torch.is_tensor(v) else v for k, v in {text}.items()}}"
         plan.add(Step("mapping", entry.path, target), code, text)
         return
-    fields = getattr(type(obj), "_fields", None)
-    if isinstance(obj, tuple) and isinstance(fields, tuple):
+    fields = type(obj).__dict__.get("_fields") if probe.is_a(obj, tuple) else None
+    if type(fields) is tuple:
+        values = tuple.__iter__(obj)
         moved = ", ".join(
-            f"{f}={text}.{f}.to({target!r})"
-            for f, v in zip(fields, obj)
-            if probe.is_tensor(v) and is_name(f)
+            f"{f}={text}.{f}.to({target!r})" for f, v in zip(fields, values, strict=False) if probe.is_tensor(v) and is_name(f)
         )
         plan.add(Step("sequence", entry.path, target), f"{text} = {text}._replace({moved})", text)
         return
-    opener, closer = ("[", "]") if isinstance(obj, list) else ("tuple(", ")")
+    opener, closer = ("[", "]") if probe.is_a(obj, list) else ("tuple(", ")")
     code = f"{text} = {opener}t.to({target!r}) if torch.is_tensor(t) else t for t in {text}{closer}"
     plan.add(Step("sequence", entry.path, target), code, text)
 
@@ -192,7 +204,7 @@ def _plan_module(plan: _Plan, entry: Entry, by_path: dict, target: str, scan: Sc
     owner = _outermost_module(entry, by_path)
     if owner is None or (owner.module is not None and owner.module.dispatch_device):
         return
-    if _on_meta(entry) and target != "meta":
+    if entry.kind in ("module", "parameter", "buffer") and _on_meta(entry) and target != "meta":
         # A meta tensor has no data to copy: Module.to() raises, to_empty() allocates,
         # and only the meta part must be materialised, not the real weights around it.
         path = _meta_subtree(entry, owner)

@@ -328,28 +328,37 @@ def safe_value(node: ast.AST, frame: FrameType) -> tuple[bool, Any]:
 
 
 def _attribute(base: Any, name: str) -> tuple[bool, Any]:
+    """``base.name`` from registries and instance state only (no properties, no
+    ``__getattr__``, no lying ``__class__``: every test goes through ``type()``)."""
     state = probe.module_dict(base)
-    if probe.is_module(base):
-        for slot in ("_parameters", "_buffers", "_modules"):
-            registered = state.get(slot)
-            if isinstance(registered, dict) and name in registered:
-                return True, registered[name]
-    if name in state:
-        return True, state[name]
-    fields = getattr(type(base), "_fields", None)
-    if isinstance(base, tuple) and isinstance(fields, tuple) and name in fields:
-        return True, tuple.__getitem__(base, fields.index(name))
+    try:
+        if probe.is_module(base):
+            for slot in ("_parameters", "_buffers", "_modules"):
+                registered = state.get(slot)
+                if type(registered) is dict and dict.__contains__(registered, name):
+                    return True, dict.__getitem__(registered, name)
+        if dict.__contains__(state, name):
+            return True, dict.__getitem__(state, name)
+        if probe.is_a(base, tuple):
+            fields = type(base).__dict__.get("_fields")
+            if type(fields) is tuple and name in fields:
+                return True, tuple.__getitem__(base, fields.index(name))
+    except Exception:
+        return False, None
     return False, None
 
 
 def _item(base: Any, key: Any) -> tuple[bool, Any]:
+    """``base[key]`` for real dicts, lists, tuples and a UserDict's ``data``."""
     try:
-        if isinstance(base, dict) and dict.__contains__(base, key):
+        if probe.is_a(base, dict) and dict.__contains__(base, key):
             return True, dict.__getitem__(base, key)
-        if isinstance(base, UserDict) and isinstance(base.data, dict) and key in base.data:
-            return True, base.data[key]
-        if isinstance(key, int) and isinstance(base, (list, tuple)):
-            getter = list.__getitem__ if isinstance(base, list) else tuple.__getitem__
+        if probe.is_a(base, UserDict):
+            data = probe.module_dict(base).get("data")
+            if type(data) is dict and dict.__contains__(data, key):
+                return True, dict.__getitem__(data, key)
+        if type(key) is int and probe.is_a(base, (list, tuple)):
+            getter = list.__getitem__ if probe.is_a(base, list) else tuple.__getitem__
             return True, getter(base, key)
     except Exception:
         return False, None

@@ -309,7 +309,7 @@ def _module_list_fix(entry: Entry, scan: Scan, causes: list[Culprit], target: st
         return None
     owner, name = found
     value = probe.module_dict(owner).get(name)
-    wrapper = "ModuleDict" if isinstance(value, dict) else "ModuleList"
+    wrapper = "ModuleDict" if probe.is_a(value, dict) else "ModuleList"
     prefix = "nn." if _has_nn(owner) else "torch.nn."
 
     def change(lines: list[str], node: ast.AST) -> list[str]:

@@ -49,26 +49,8 @@ BOUND_S = 2.0
 #: Seconds after which a run is interrupted as hung.
 DEADLINE_S = 4.0
 
-_FRAMES_ATTRIBUTE = (
-    "frames._attribute calls isinstance() (reads __class__), a metaclass __getattr__ "
-    "and a dict subclass's __contains__"
-)
-#: Known bugs outside probe.py/scan.py: ``(test, case id) -> reason``; strict xfail.
-KNOWN_BUGS: dict[tuple[str, str], str] = {
-    ("diagnose_on_line", case_id): _FRAMES_ATTRIBUTE
-    for case_id in (
-        "getattribute_raises",
-        "lying_class_raises",
-        "metaclass_getattr_raises",
-        "dataclass_lying_class_raises",
-        "weakref_proxy_dead",
-        "module_lying_class_raises",
-        "module_hostile_registries",
-    )
-}
-KNOWN_BUGS["diagnose_on_line", "userdict_with_hostile_data"] = (
-    "frames._item reads UserDict.data through the object and calls a dict subclass's __contains__"
-)
+#: Known bugs: ``(test, case id) -> reason``, marked strict xfail. Empty: keep it so.
+KNOWN_BUGS: dict[tuple[str, str], str] = {}
 
 
 class Hung(BaseException):
@@ -274,21 +256,12 @@ HOLDERS: dict[str, tuple[Any, str]] = {
     ),
     "dict_hostile_str_key": (lambda t: {hostile.HostileStr("inputs"): t}, "obj['inputs']"),
 }
-_FIXES_ISINSTANCE = (
-    "fixes._plan_container calls isinstance(obj, ...) on the holder: its __class__ property raises"
-)
 
 
 @pytest.mark.parametrize(
     ("holder", "expression"),
     [
-        pytest.param(
-            *HOLDERS[key],
-            id=key,
-            marks=[pytest.mark.xfail(strict=True, reason=_FIXES_ISINSTANCE)]
-            if key == "dataclass_lying_class_raises"
-            else [],
-        )
+        pytest.param(*HOLDERS[key], id=key)
         for key in HOLDERS
     ],
 )
@@ -300,11 +273,8 @@ def test_culprit_inside_hostile_container(holder: Any, expression: str) -> None:
     assert [f.name for f in d.culprits][:1] == [expression], [f.name for f in d.culprits]
 
 
-@pytest.mark.xfail(
-    strict=True, reason="fixes._plan_container rebuilds a dataclass batch as a tuple"
-)
 def test_fix_for_a_dataclass_batch() -> None:
-    # Found with the hostile holders: a *plain* dataclass batch gets
+    # Found with the hostile holders: a plain dataclass batch once got
     # ``batch = tuple(t.to(...) for t in batch)``, which Fix.apply cannot run.
     nb = Notebook()
     nb.run(
@@ -358,9 +328,6 @@ def test_hostile_namespace_keys_scan() -> None:
     assert {"odd", "x"} <= {r.name for r in scan.records()}
 
 
-@pytest.mark.xfail(
-    strict=True, reason="census._roots puts a str-subclass namespace key into paths unformatted"
-)
 def test_hostile_namespace_keys_inventory() -> None:
     namespace = hostile_keys()
     with bounded("inventory"):
