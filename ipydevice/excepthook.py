@@ -19,7 +19,7 @@ from typing import Any
 
 from ipydevice._debug import debug_enabled, describe_failure
 
-__all__ = ["install", "installed", "rank_label", "report_text", "uninstall"]
+__all__ = ["install", "installed", "rank_label", "report_text", "terminal_style", "uninstall"]
 
 _previous: list[Any] = []
 
@@ -42,12 +42,19 @@ def report_text(exc: BaseException, namespace: Any = None) -> str:
         return ""
     from ipydevice.render.text import render_diagnosis
 
-    width = max(60, min(shutil.get_terminal_size((100, 24)).columns, 160))
-    text = render_diagnosis(diagnosis, width=width, color=_use_color(sys.stderr))
+    width, color = terminal_style(sys.stderr)
+    text = render_diagnosis(diagnosis, width=width, color=color)
     label = rank_label()
     if label:
         text = "\n".join(f"[{label}] {line}" for line in text.splitlines())
     return text
+
+
+def terminal_style(stream: Any) -> tuple[int, bool]:
+    """Width from the terminal (60 to 160 columns) and colour only on a TTY
+    without ``NO_COLOR``."""
+    width = max(60, min(shutil.get_terminal_size((100, 24)).columns, 160))
+    return width, _use_color(stream)
 
 
 def _use_color(stream: Any) -> bool:

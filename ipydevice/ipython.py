@@ -169,9 +169,20 @@ def _is_device_error(exc: BaseException) -> bool:
     return engine.recognise_exception(exc)[1].is_device_error
 
 
-def panel_bundle(diagnosis: Diagnosis) -> dict[str, str]:
-    """The panel's single display output: plain text for terminals, escaped HTML for the rest."""
-    return {"text/plain": str(diagnosis), "text/html": diagnosis._repr_html_()}
+def panel_bundle(diagnosis: Diagnosis, terminal: bool = False) -> dict[str, str]:
+    """The panel's single display output: plain text for terminals, escaped HTML for the rest.
+
+    In terminal IPython the text fits the terminal's width and is coloured when
+    stdout is a TTY and ``NO_COLOR`` is unset.
+    """
+    text = str(diagnosis)
+    if terminal:
+        from ipydevice.excepthook import terminal_style
+        from ipydevice.render.text import render_diagnosis
+
+        width, color = terminal_style(sys.stdout)
+        text = render_diagnosis(diagnosis, width=width, color=color)
+    return {"text/plain": text, "text/html": diagnosis._repr_html_()}
 
 
 def _publish(bundle: dict[str, str]) -> None:
@@ -257,7 +268,8 @@ class _Hook:
         if diagnosis is None or not diagnosis.is_device_error:
             return
         self.last = diagnosis
-        bundle = _guarded("rendering", panel_bundle, diagnosis)
+        terminal = getattr(self.shell, "kernel", None) is None
+        bundle = _guarded("rendering", panel_bundle, diagnosis, terminal)
         if bundle is None:
             return
         if self.config.widget and getattr(self.shell, "kernel", None) is not None:

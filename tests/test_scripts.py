@@ -148,3 +148,23 @@ def test_demo_runs_to_the_end():
     assert result.stdout.count("ipydevice · device error") == 5
     assert "`inputs` is on cpu, `model` is on cuda:0" in result.stdout
     assert "`hidden` is on cuda:1, `head` is on cuda:0" in result.stdout
+
+
+def test_terminal_ipython_text_follows_the_terminal(monkeypatch, nb):
+    from ipydevice.ipython import panel_bundle
+
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    nb.run("import torch\nimport torch.nn as nn\nmodel = nn.Linear(4, 2).to('meta')\nx = torch.randn(3, 4)\n")
+    d = ipydevice.diagnose(nb.fails("out = model(x)\n"), namespace=nb.ns)
+    monkeypatch.setattr(sys, "stdout", Tty())
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.setenv("COLUMNS", "72")
+    coloured = panel_bundle(d, terminal=True)["text/plain"]
+    assert "\x1b[1m" in coloured
+    assert max(len(line) for line in coloured.splitlines() if "\x1b" not in line) <= 72
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert "\x1b[" not in panel_bundle(d, terminal=True)["text/plain"]
+    assert "\x1b[" not in panel_bundle(d)["text/plain"]  # notebooks: never
