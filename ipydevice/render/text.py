@@ -102,7 +102,9 @@ def render_diagnosis(d: Diagnosis, width: int = 100, max_rows: int | None = None
 
     limit = max_rows or current().max_rows
     bold, red, reset = ("\x1b[1m", "\x1b[31m", "\x1b[0m") if color else ("", "", "")
-    out = [f"{bold}ipydevice · device error{reset} ({d.family})", f"  {bold}{red}{headline(d)}{reset}", ""]
+    out = [f"{bold}ipydevice · device error{reset} ({d.family})"]
+    out += [f"{bold}{red}{line}{reset}" for line in textwrap.wrap(headline(d), width, initial_indent="  ", subsequent_indent="    ")]
+    out.append("")
     first_line = d.message.splitlines()[0] if d.message else ""
     out += textwrap.wrap(
         f"{d.exc_type}: {first_line}", width, initial_indent="  ", subsequent_indent="    "
@@ -113,7 +115,9 @@ def render_diagnosis(d: Diagnosis, width: int = 100, max_rows: int | None = None
     out += _table_lines(d, width, limit)
     out += _fix_lines(d)
     if d.notes:
-        out += ["", "  Notes", *(f"    - {note}" for note in d.notes)]
+        out += ["", "  Notes"]
+        for note in d.notes:
+            out += textwrap.wrap(note, width, initial_indent="    - ", subsequent_indent="      ")
     return "\n".join(out)
 
 
