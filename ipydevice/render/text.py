@@ -113,7 +113,7 @@ def render_diagnosis(d: Diagnosis, width: int = 100, max_rows: int | None = None
         out.append(f"  failed in {d.failing_module}")
     out += _culprit_lines(d, width)
     out += _table_lines(d, width, limit)
-    out += _fix_lines(d)
+    out += _fix_lines(d, width)
     if d.notes:
         out += ["", "  Notes"]
         for note in d.notes:
@@ -152,13 +152,14 @@ def _table_lines(d: Diagnosis, width: int, limit: int) -> list[str]:
     return lines
 
 
-def _fix_lines(d: Diagnosis) -> list[str]:
+def _fix_lines(d: Diagnosis, width: int = 100) -> list[str]:
     if not d.fixes:
         return []
     lines = ["", "  Fixes"]
     for number, fix in enumerate(d.fixes, 1):
         where = f", {fix.location}" if fix.location and fix.scope == "source" else ""
-        lines.append(f"    {number}. {fix.title}  [{SCOPE_HINTS.get(fix.scope, fix.scope)}{where}]")
+        title = f"{number}. {fix.title}  [{SCOPE_HINTS.get(fix.scope, fix.scope)}{where}]"
+        lines += textwrap.wrap(title, width, initial_indent="    ", subsequent_indent="       ")
         lines.extend(
             "         " + code for code in textwrap.dedent(fix.code).rstrip("\n").splitlines()
         )
