@@ -27,6 +27,7 @@ __all__ = [
     "Fix",
     "Inventory",
     "__version__",
+    "check",
     "configure",
     "diagnose",
     "install",
@@ -56,6 +57,16 @@ def inventory(namespace: Any = None, names: Any = None) -> Inventory:
     from ipydevice.census import inventory as _inventory
 
     return _inventory(namespace, names=names)
+
+
+def check(*objects: Any, namespace: Any = None, names: Any = None) -> Any:
+    """Preflight: every device audit on a model, batch, optimizer, criterion...
+
+    See :func:`ipydevice.audits.check`. The result is falsy when all is well.
+    """
+    from ipydevice.audits import check as _check
+
+    return _check(*objects, namespace=namespace, names=names)
 
 
 def install() -> None:

@@ -21,10 +21,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ipydevice import probe
-from ipydevice.culprits import same_device
 from ipydevice.model import DeviceShare, Finding, ObjectRecord
 from ipydevice.paths import format_path
-from ipydevice.render.text import plural
 from ipydevice.scan import SKIP_NAMES, Entry, Scan, record_of, shares_of
 from ipydevice.settings import current
 
@@ -176,129 +174,10 @@ def _totals(scan: Scan) -> tuple[DeviceShare, ...]:
 
 
 def _problems(scan: Scan, roots: list[Entry]) -> list[Finding]:
-    problems: list[Finding] = []
-    model_devices = set()
-    for entry in roots:
-        if entry.module is not None and entry.module.registered:
-            problems.extend(_module_problems(entry))
-            if not entry.module.dispatch_device:
-                model_devices.add(entry.module.majority())
-        if entry.optimizer is not None:
-            problems.extend(_optimizer_problems(entry))
-    if len(model_devices) == 1:
-        problems.extend(_strays(roots, model_devices.pop()))
-    return problems
+    """The audits' findings (see :mod:`ipydevice.audits`), source fixes left to ``--check``."""
+    from ipydevice.audits import problems_of
 
-
-def _module_problems(entry: Entry) -> list[Finding]:
-    view = entry.module
-    assert view is not None
-    out = []
-    majority = view.majority()
-    base = format_path(entry.path)
-    if len(view.shares()) > 1 and not view.dispatch_device:
-        outliers = [
-            format_path((*entry.path, *rel))
-            for rel, t, _ in view.registered
-            if probe.tensor_facts(t)[0] != majority
-        ]
-        shown = ", ".join(outliers[:3]) + (
-            f" and {len(outliers) - 3} more" if len(outliers) > 3 else ""
-        )
-        why = f"split across devices: most of it is on {majority}, but {shown} {'is' if len(outliers) == 1 else 'are'} not"
-        out.append(
-            Finding(base, "mixed", "module", "namespace", why, rule="split_module", target=majority)
-        )
-    for rel, tensor, _ in view.attributes:
-        device = probe.tensor_facts(tensor)[0]
-        if majority and not same_device(device, majority):
-            why = f"a plain tensor attribute on {device}: {base}.to() will not move it (register_buffer)"
-            out.append(
-                Finding(
-                    format_path((*entry.path, *rel)),
-                    device,
-                    "attribute",
-                    "namespace",
-                    why,
-                    rule="unregistered_tensor",
-                    target=majority,
-                )
-            )
-    for rel, members, _ in view.plain_lists:
-        why = f"a plain {len(members)}-module list: {base}.to() and .parameters() never see it (nn.ModuleList)"
-        out.append(
-            Finding(
-                format_path((*entry.path, *rel)),
-                "",
-                "plain list",
-                "namespace",
-                why,
-                rule="plain_list",
-                target=majority,
-            )
-        )
-    return out
-
-
-def _optimizer_problems(entry: Entry) -> list[Finding]:
-    assert entry.optimizer is not None
-    misplaced = entry.optimizer.misplaced()
-    if not misplaced:
-        return []
-    state = sorted({s for _, _, s, _ in misplaced})
-    params = sorted({p for _, _, _, p in misplaced})
-    why = f"{len(misplaced)} state tensors on {', '.join(state)}, their parameters on {', '.join(params)}"
-    name = f"{format_path(entry.path)}.state"
-    return [
-        Finding(
-            name,
-            state[0],
-            "optimizer state",
-            "namespace",
-            why,
-            rule="optimizer_state",
-            target=params[0],
-        )
-    ]
-
-
-def _strays(roots: list[Entry], model_device: str) -> list[Finding]:
-    """Tensors and batches on another device than the (single) model."""
-    out = []
-    for entry in roots:
-        if entry.kind == "tensor":
-            device, shape, *_ = probe.tensor_facts(entry.obj)
-            if shape != "()" and device not in ("?", "") and not same_device(device, model_device):
-                why = f"on {device}, the model is on {model_device}"
-                out.append(
-                    Finding(
-                        format_path(entry.path),
-                        device,
-                        "tensor",
-                        "namespace",
-                        why,
-                        rule="stray_tensor",
-                        target=model_device,
-                    )
-                )
-        elif entry.kind == "container":
-            record = record_of(entry)
-            off = [s for s in record.shares if not same_device(s.device, model_device)]
-            if off:
-                count = sum(s.count for s in off)
-                why = f"holds {plural(count, 'tensor')} on {', '.join(s.device for s in off)}, the model is on {model_device}"
-                out.append(
-                    Finding(
-                        record.name,
-                        off[0].device,
-                        "container",
-                        "namespace",
-                        why,
-                        rule="stray_tensor",
-                        target=model_device,
-                    )
-                )
-    return out
+    return [p.finding for p in problems_of(roots) if p.finding.rule != "factory_without_device"]
 
 
 # -- in depth ------------------------------------------------------------------------------
@@ -323,10 +202,7 @@ def _in_depth(scan: Scan, namespace: Mapping[str, Any], names: list[str]) -> Inv
             scan.notes.append(f"{text} ({probe.class_name(obj)}) holds no tensor, module or optimizer")
             continue
         records.extend(_depth_rows(entry, scan))
-        if entry.module is not None:
-            problems.extend(_module_problems(entry))
-        if entry.optimizer is not None:
-            problems.extend(_optimizer_problems(entry))
+        problems.extend(_problems(scan, [entry]))
     return Inventory(
         tuple(records), _totals(scan), tuple(problems), tuple(scan.notes), tuple(names)
     )

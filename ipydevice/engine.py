@@ -26,7 +26,7 @@ from ipydevice.culprits import Analysis, analyse
 from ipydevice.fixes import propose_fixes
 from ipydevice.frames import FrameView, line_operands, walk_frames
 from ipydevice.messages import MessageFacts, recognise
-from ipydevice.model import Diagnosis, Snapshot
+from ipydevice.model import Diagnosis, Finding, Fix, Snapshot
 from ipydevice.scan import Scan
 
 __all__ = ["collect", "diagnose", "last_exception", "message_of", "recognise_exception"]
@@ -117,6 +117,7 @@ def diagnose(
         if _name_deeper(scan, analysis, names):
             analysis = analyse(facts, scan, views)
         fixes = propose_fixes(facts, analysis, scan, views)
+        causes, fixes = _with_audits(analysis, fixes)
         notes = tuple(scan.notes) + analysis.notes
         return Diagnosis(
             is_device_error=True,
@@ -125,7 +126,7 @@ def diagnose(
             reference=_reference(analysis),
             failing_module=_module_label(analysis.failing_module),
             culprits=analysis.culprits,
-            causes=analysis.causes,
+            causes=causes,
             fixes=fixes[: settings.max_fixes],
             snapshot=Snapshot(scan.records(compact=True), tuple(scan.notes)),
             frames=tuple(v.summary for v in views),
@@ -146,6 +147,28 @@ def diagnose(
         if paused:
             gc.enable()
         del views
+
+
+def _with_audits(analysis: Analysis, fixes: tuple[Fix, ...]) -> tuple[tuple[Finding, ...], tuple[Fix, ...]]:
+    """Adds the audits of the model and optimizers involved that explain the error:
+    what sits off the target, and lists of layers ``.to()`` cannot see."""
+    from ipydevice.audits import module_problems, problems_of
+
+    causes = list(analysis.causes)
+    extra = list(fixes)
+    entries = [e for e in (analysis.top_module, analysis.failing_module) if e is not None]
+    problems = [p for e in dict.fromkeys(entries) for p in module_problems(e)]
+    problems += [p for c in analysis.found if c.owner is not None and c.owner.optimizer is not None for p in problems_of([c.owner])]
+    known = {(c.name, c.rule) for c in causes} | {(c.name, c.rule) for c in analysis.culprits}
+    for problem in problems:
+        finding = problem.finding
+        explains = finding.rule == "plain_list" or (finding.device and finding.device != analysis.target)
+        if (finding.name, finding.rule) in known or not explains or finding.rule == "factory_without_device":
+            continue
+        causes.append(finding)
+        known.add((finding.name, finding.rule))
+        extra += [f for f in problem.fixes if f.scope == "source" and all(f.code != g.code for g in extra)]
+    return tuple(causes), tuple(extra)
 
 
 def _reference(analysis: Analysis) -> str:

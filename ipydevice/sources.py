@@ -29,7 +29,7 @@ from ipydevice.model import Finding, Fix
 from ipydevice.rewrite import add_keyword, replace_span, segment
 from ipydevice.scan import Entry, Scan
 
-__all__ = ["FACTORIES", "source_fixes"]
+__all__ = ["FACTORIES", "factory_fixes", "module_list_fix", "register_buffer_fix", "source_fixes"]
 
 #: torch functions that create a tensor and take ``device=``.
 FACTORIES = frozenset(
@@ -266,48 +266,19 @@ def _class_edit(owner: Any, name: str, change: Any, title: str) -> Fix | None:
     return _apply_edit(where.filename, lines, stmt, offset, change, title)
 
 
-def _register_buffer_fix(
-    entry: Entry, scan: Scan, causes: list[Culprit], target: str
-) -> Fix | None:
-    found = _owner_of(entry, scan, attribute=True)
-    if found is None:
-        return None
-    owner, name = found
+def register_buffer_fix(owner: Any, name: str) -> Fix | None:
+    """``self.<name> = value`` in ``owner``'s class becomes a non-persistent buffer."""
 
     def change(lines: list[str], node: ast.AST) -> list[str]:
         value = segment(lines, node.value)
-        return replace_span(
-            lines, node, f"self.register_buffer({name!r}, {value}, persistent=False)"
-        )
+        return replace_span(lines, node, f"self.register_buffer({name!r}, {value}, persistent=False)")
 
     cls = probe.class_name(owner)
-    fix = _class_edit(
-        owner, name, change, f"Register {cls}.{name} as a buffer so that .to() moves it"
-    )
-    why = f"self.{name} is a plain tensor attribute of {cls}: module.to() never moves it"
-    causes.append(
-        Culprit(
-            Finding(
-                entry.name,
-                probe.tensor_facts(entry.obj)[0],
-                "attribute",
-                entry.where,
-                why,
-                rule="unregistered_tensor",
-                target=target,
-                location=fix.location if fix else "",
-            ),
-            [entry],
-        )
-    )
-    return fix
+    return _class_edit(owner, name, change, f"Register {cls}.{name} as a buffer so that .to() moves it")
 
 
-def _module_list_fix(entry: Entry, scan: Scan, causes: list[Culprit], target: str) -> Fix | None:
-    found = _owner_of(entry, scan, attribute=False)
-    if found is None:
-        return None
-    owner, name = found
+def module_list_fix(owner: Any, name: str) -> Fix | None:
+    """``self.<name> = [modules]`` becomes an ``nn.ModuleList`` (or ``ModuleDict``)."""
     value = probe.module_dict(owner).get(name)
     wrapper = "ModuleDict" if probe.is_a(value, dict) else "ModuleList"
     prefix = "nn." if _has_nn(owner) else "torch.nn."
@@ -317,31 +288,106 @@ def _module_list_fix(entry: Entry, scan: Scan, causes: list[Culprit], target: st
         return replace_span(lines, node.value, f"{prefix}{wrapper}({text})")
 
     cls = probe.class_name(owner)
-    fix = _class_edit(
-        owner, name, change, f"Hold {cls}.{name} in an nn.{wrapper} so that .to() moves its modules"
-    )
+    return _class_edit(owner, name, change, f"Hold {cls}.{name} in an nn.{wrapper} so that .to() moves its modules")
+
+
+def _register_buffer_fix(entry: Entry, scan: Scan, causes: list[Culprit], target: str) -> Fix | None:
+    found = _owner_of(entry, scan, attribute=True)
+    if found is None:
+        return None
+    owner, name = found
+    fix = register_buffer_fix(owner, name)
+    cls = probe.class_name(owner)
+    why = f"self.{name} is a plain tensor attribute of {cls}: module.to() never moves it"
+    location = fix.location if fix else ""
+    finding = Finding(entry.name, entry.facts[0], "attribute", entry.where, why, rule="unregistered_tensor", target=target, location=location)
+    causes.append(Culprit(finding, [entry]))
+    return fix
+
+
+def _module_list_fix(entry: Entry, scan: Scan, causes: list[Culprit], target: str) -> Fix | None:
+    found = _owner_of(entry, scan, attribute=False)
+    if found is None:
+        return None
+    owner, name = found
+    fix = module_list_fix(owner, name)
+    value = probe.module_dict(owner).get(name)
     why = f"self.{name} is a plain {type(value).__name__} of modules: module.to() and .parameters() never see them"
     list_name = entry.name.rsplit("[", 1)[0] if "[" in entry.name else entry.name
-    causes.append(
-        Culprit(
-            Finding(
-                list_name,
-                probe.tensor_facts(entry.obj)[0] if probe.is_tensor(entry.obj) else "",
-                "plain list",
-                entry.where,
-                why,
-                rule="plain_list",
-                target=target,
-                location=fix.location if fix else "",
-            ),
-            [entry],
-        )
-    )
+    location = fix.location if fix else ""
+    finding = Finding(list_name, "", "plain list", entry.where, why, rule="plain_list", target=target, location=location)
+    causes.append(Culprit(finding, [entry]))
     return fix
+
+
+# -- factory calls in a class's methods ---------------------------------------------------
+
+
+def factory_fixes(cls: type) -> list[tuple[str, Fix]]:
+    """Tensor factories called without ``device=`` in ``cls``'s methods (not
+    ``__init__``, whose tensors become parameters or buffers), as source fixes.
+
+    Returns ``(method qualname, fix)`` pairs; the fix adds ``device=<first
+    tensor argument>.device``, or of the module's first parameter.
+    """
+    out: list[tuple[str, Fix]] = []
+    for klass in cls.__mro__:
+        for attr, func in list(vars(klass).items()):
+            code = getattr(func, "__code__", None)
+            if attr == "__init__" or code is None or not is_user_file(code.co_filename):
+                continue
+            out.extend(_factories_in(code, f"{klass.__name__}.{attr}"))
+    return out
+
+
+def _factories_in(code: Any, label: str) -> list[tuple[str, Fix]]:
+    lines = [ln if ln.endswith("\n") else ln + "\n" for ln in linecache.getlines(code.co_filename)]
+    if not lines:
+        return []
+    try:
+        block = "".join(inspect.getblock(lines[code.co_firstlineno - 1 :]))
+        indented = block[:1] in " \t"
+        tree = ast.parse("if 1:\n" + block if indented else block)
+    except (SyntaxError, ValueError, IndexError):
+        return []
+    offset = code.co_firstlineno - (2 if indented else 1)
+    args = [a for a in code.co_varnames[1 : code.co_argcount] if a.isidentifier()]
+    device = f"{args[0]}.device" if args else "next(self.parameters()).device"
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and _is_factory(node) and not any(k.arg == "device" for k in node.keywords):
+            stmt = _statement_of(tree, node)
+            if stmt is None:
+                continue
+            fix = _apply_edit(code.co_filename, lines, stmt, offset, _keyword_adder(node, stmt, f"device={device}"), f"Create the tensor on the input's device in {label}")
+            if fix is not None:
+                out.append((label, fix))
+    return out
+
+
+def _statement_of(tree: ast.AST, target: ast.AST) -> ast.stmt | None:
+    best = None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.stmt) and not isinstance(node, (ast.FunctionDef, ast.If, ast.For, ast.While, ast.With)):
+            if any(child is target for child in ast.walk(node)):
+                best = node
+    return best
+
+
+def _keyword_adder(call: ast.Call, stmt: ast.stmt, keyword: str) -> Any:
+    """An edit for :func:`_apply_edit`: add ``keyword`` to ``call`` inside ``stmt``
+    (``node`` is ``stmt`` moved to its real lines; the call moves with it)."""
+
+    def change(lines: list[str], node: ast.AST) -> list[str]:
+        moved = copy.deepcopy(call)
+        ast.increment_lineno(moved, node.lineno - stmt.lineno)
+        return add_keyword(lines, moved, keyword)
+
+    return change
 
 
 def _has_nn(owner: Any) -> bool:
     init = getattr(type(owner), "__init__", None)
     globals_ = getattr(init, "__globals__", {})
-    nn = globals_.get("nn") if isinstance(globals_, dict) else None
+    nn = globals_.get("nn") if probe.is_a(globals_, dict) else None
     return nn is not None and getattr(nn, "__name__", "") == "torch.nn"

@@ -172,3 +172,25 @@ def render_inventory_html(inv: Any, limit: int | None = None) -> str:
         )
     parts.extend(f'<div style="{MUTED}">note: {escape(n)}</div>' for n in inv.notes)
     return f'<div class="ipydevice-panel ipydevice-inventory" style="{ROOT_STYLE.replace(ACCENT, "#1c7ed6").replace("232,89,12", "28,126,214")}">{"".join(parts)}</div>'
+
+
+def render_checkup_html(checkup: Any) -> str:
+    """``ipydevice.check()`` / ``%devices --check`` as a static panel."""
+    style = ROOT_STYLE.replace(ACCENT, "#2f9e44").replace("232,89,12", "47,158,68") if not checkup.problems else ROOT_STYLE
+    if not checkup.problems:
+        return f'<div class="ipydevice-panel ipydevice-check" style="{style}">ipydevice · check: no device problems found</div>'
+    items = "".join(
+        f'<li><code style="{CODE};font-weight:600">{escape(p.name)}</code>: {escape(p.why)}'
+        + (f' <span style="{MUTED}">[{escape(p.location)}]</span>' if p.location else "")
+        + "</li>"
+        for p in checkup.problems
+    )
+    parts = [
+        f'<div style="font-weight:600">ipydevice · check: {escape(plural(len(checkup.problems), "problem"))}</div>',
+        f'<ul style="margin:6px 0;padding-left:18px">{items}</ul>',
+    ]
+    if checkup.fixes:
+        parts.append('<div style="font-weight:600;margin-top:6px">Fixes</div>')
+        parts.extend(fix_html(i, fix) for i, fix in enumerate(checkup.fixes, 1))
+    parts.extend(f'<div style="{MUTED}">note: {escape(n)}</div>' for n in checkup.notes)
+    return f'<div class="ipydevice-panel ipydevice-check" style="{style}">{"".join(parts)}</div>'

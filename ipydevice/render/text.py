@@ -203,3 +203,21 @@ def render_inventory(inv: Any, width: int = 100, max_rows: int | None = None) ->
     if inv.notes:
         out += ["", *(f"  note: {n}" for n in inv.notes)]
     return "\n".join(out)
+
+
+def render_checkup(checkup: Any, width: int = 100) -> str:
+    """``ipydevice.check()`` / ``%devices --check`` as text."""
+    if not checkup.problems:
+        return "ipydevice · check: no device problems found"
+    out = [f"ipydevice · check: {plural(len(checkup.problems), 'problem')}"]
+    for problem in checkup.problems:
+        where = f"  [{problem.location}]" if problem.location else ""
+        out += textwrap.wrap(f"✗ {problem.name}: {problem.why}{where}", width, initial_indent="  ", subsequent_indent="      ")
+    if checkup.fixes:
+        out += ["", "  Fixes"]
+        for number, fix in enumerate(checkup.fixes, 1):
+            where = f", {fix.location}" if fix.location and fix.scope == "source" else ""
+            out += textwrap.wrap(f"{number}. {fix.title}  [{SCOPE_HINTS.get(fix.scope, fix.scope)}{where}]", width, initial_indent="    ", subsequent_indent="       ")
+            out.extend("         " + code for code in textwrap.dedent(fix.code).rstrip("\n").splitlines())
+    out += [f"  note: {n}" for n in checkup.notes]
+    return "\n".join(out)
