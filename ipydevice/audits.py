@@ -26,7 +26,6 @@ scalars, CPU ``step`` counters) gives no problem. Results hold text only.
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -37,6 +36,7 @@ from ipydevice.model import Finding, Fix, Step
 from ipydevice.render.text import plural
 from ipydevice.paths import format_path
 from ipydevice.scan import Entry, Scan
+from ipydevice.session import user_namespace
 from ipydevice.settings import current
 
 __all__ = ["Checkup", "Problem", "check", "module_problems", "problems_of", "watch"]
@@ -99,7 +99,7 @@ def check(*objects: Any, namespace: Mapping[str, Any] | None = None, names: Iter
         A :class:`Checkup`, falsy when all is well.
     """
     if namespace is None:
-        namespace = _default_namespace()
+        namespace = user_namespace()
     scan = Scan(current())
     roots: list[Entry] = []
     for index, obj in enumerate(objects):
@@ -147,15 +147,6 @@ def _checkup(problems: list[Problem], notes: Iterable[str]) -> Checkup:
     for problem in problems:
         fixes.extend(f for f in problem.fixes if f not in fixes)
     return Checkup(tuple(p.finding for p in problems), tuple(fixes), tuple(notes))
-
-
-def _default_namespace() -> Mapping[str, Any]:
-    ipython = sys.modules.get("IPython")
-    shell = ipython.get_ipython() if ipython is not None else None
-    if shell is not None:
-        return shell.user_ns
-    main = sys.modules.get("__main__")
-    return vars(main) if main is not None else {}
 
 
 def _names_values(namespace: Mapping[str, Any]) -> list[tuple[str, Any]]:

@@ -14,7 +14,6 @@ The result holds strings and numbers only.
 
 from __future__ import annotations
 
-import sys
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
@@ -24,6 +23,7 @@ from ipydevice import probe
 from ipydevice.model import DeviceShare, Finding, ObjectRecord
 from ipydevice.paths import format_path
 from ipydevice.scan import SKIP_NAMES, Entry, Scan, record_of, shares_of
+from ipydevice.session import user_namespace
 from ipydevice.settings import current
 
 __all__ = ["Inventory", "inventory"]
@@ -98,7 +98,7 @@ def inventory(
             that holds nothing on a device is reported in ``notes`` instead).
     """
     if namespace is None:
-        namespace = _default_namespace()
+        namespace = user_namespace()
     settings = current()
     scan = Scan(settings)
     if names:
@@ -113,16 +113,6 @@ def inventory(
         problems=tuple(_problems(scan, roots)),
         notes=tuple(scan.notes),
     )
-
-
-def _default_namespace() -> Mapping[str, Any]:
-    ipython = sys.modules.get("IPython")
-    if ipython is not None:
-        shell = ipython.get_ipython()
-        if shell is not None:
-            return shell.user_ns
-    main = sys.modules.get("__main__")
-    return vars(main) if main is not None else {}
 
 
 def _roots(

@@ -28,6 +28,7 @@ from ipydevice.frames import FrameView, line_operands, walk_frames
 from ipydevice.messages import MessageFacts, recognise
 from ipydevice.model import Diagnosis, Finding, Fix, Snapshot
 from ipydevice.scan import Scan
+from ipydevice.session import user_namespace
 
 __all__ = ["collect", "diagnose", "last_exception", "message_of", "recognise_exception"]
 
@@ -199,21 +200,20 @@ def _base_fields(exc: BaseException, facts: MessageFacts) -> dict[str, Any]:
 
 
 def default_namespace(views: list[FrameView]) -> Mapping[str, Any]:
-    """IPython's ``user_ns`` when running in IPython, else ``__main__``'s globals."""
-    ipython = sys.modules.get("IPython")
-    if ipython is not None:
-        try:
-            shell = ipython.get_ipython()
-            if shell is not None:
-                return shell.user_ns
-        except Exception:
-            pass
-    for view in views:
-        if view.frame.f_globals.get("__name__") == "__main__":
-            return view.frame.f_globals
-    main = sys.modules.get("__main__")
-    return vars(main) if main is not None else {}
+    """IPython's ``user_ns`` in IPython, else the ``__main__`` globals the traceback
+    went through (a script run by ``runpy`` has its own), else ``__main__``'s."""
+    if sys.modules.get("IPython") is None or not _in_ipython():
+        for view in views:
+            if view.frame.f_globals.get("__name__") == "__main__":
+                return view.frame.f_globals
+    return user_namespace()
 
+
+def _in_ipython() -> bool:
+    try:
+        return sys.modules["IPython"].get_ipython() is not None
+    except Exception:
+        return False
 
 def _name_deeper(scan: Scan, analysis: Analysis, namespace: Mapping[str, Any]) -> bool:
     """Searches the namespace in depth for the objects the report is about.

@@ -24,10 +24,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ipydevice.model import Diagnosis, Fix
-from ipydevice.render.html import ACCENT, CODE, ROOT_STYLE, code_block, table_html
-from ipydevice.render.html import _causes_html as causes_html
-from ipydevice.render.html import _inline_code as inline_code
-from ipydevice.render.text import SCOPE_HINTS, headline, ordered_records
+from ipydevice.render.html import ACCENT, ROOT_STYLE, code_block, header_html, table_html
+from ipydevice.render.text import SCOPE_HINTS, ordered_records
 
 __all__ = ["build_panel", "panel_bundle"]
 
@@ -128,24 +126,11 @@ def _reporter(status: Any) -> Callable[[str, bool], None]:
 
 
 def _header_html(d: Diagnosis) -> str:
-    first = d.message.splitlines()[0] if d.message else ""
-    rows = [
-        r for r in ordered_records(d) if r.name in {f.name for f in d.culprits}
-    ] or ordered_records(d)[:3]
-    parts = [
-        f'<div style="font-weight:600">ipydevice · device error <span style="opacity:0.75;font-weight:400">({html.escape(d.family or "")})</span></div>',
-        f'<div class="ipydevice-headline" style="font-size:14px;margin:4px 0 2px 0">{inline_code(headline(d))}</div>',
-        f'<div style="opacity:0.75;{CODE}">{html.escape(d.exc_type)}: {html.escape(first[:300])}</div>',
-    ]
-    if d.failing_module:
-        parts.append(
-            f'<div style="opacity:0.75">failed in <code style="{CODE}">{html.escape(d.failing_module)}</code></div>'
-        )
-    parts.append(causes_html(d))
-    if rows:
-        parts.append(table_html(rows, {f.name for f in d.culprits}, len(rows)))
-    return f'<div style="{ROOT_STYLE.split(";border-left")[0]}">{"".join(parts)}</div>'
-
+    """The static header plus the culprits' rows (the rest is folded below)."""
+    culprits = {f.name for f in d.culprits}
+    rows = [r for r in ordered_records(d) if r.name in culprits] or ordered_records(d)[:3]
+    table = table_html(rows, culprits, len(rows)) if rows else ""
+    return f'<div style="{ROOT_STYLE.split(";border-left")[0]}">{header_html(d)}{table}</div>'
 
 def _details(d: Diagnosis) -> Any:
     """Every object of the snapshot, folded."""

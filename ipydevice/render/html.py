@@ -19,7 +19,7 @@ from ipydevice.model import Diagnosis, Fix, ObjectRecord
 from ipydevice.probe import format_bytes
 from ipydevice.render.text import SCOPE_HINTS, headline, ordered_records, plural, shares_text
 
-__all__ = ["code_block", "render_diagnosis_html", "table_html"]
+__all__ = ["code_block", "header_html", "render_diagnosis_html", "table_html"]
 
 ACCENT = "#e8590c"
 ROOT_STYLE = (
@@ -106,17 +106,7 @@ def render_diagnosis_html(d: Diagnosis, limit: int | None = None) -> str:
     from ipydevice.settings import current
 
     limit = limit or current().max_rows
-    first_line = d.message.splitlines()[0] if d.message else ""
-    parts = [
-        f'<div style="font-weight:600">ipydevice · device error <span style="{MUTED};font-weight:400">({escape(d.family or "")})</span></div>',
-        f'<div class="ipydevice-headline" style="font-size:14px;margin:4px 0 2px 0">{_inline_code(headline(d))}</div>',
-        f'<div style="{MUTED};{CODE}">{escape(d.exc_type)}: {escape(first_line[:300])}</div>',
-    ]
-    if d.failing_module:
-        parts.append(
-            f'<div style="{MUTED}">failed in <code style="{CODE}">{escape(d.failing_module)}</code></div>'
-        )
-    parts.append(_causes_html(d))
+    parts = [header_html(d)]
     records = ordered_records(d)
     if records:
         parts.append(table_html(records, {f.name for f in d.culprits}, limit))
@@ -126,6 +116,20 @@ def render_diagnosis_html(d: Diagnosis, limit: int | None = None) -> str:
     if d.notes:
         parts.append("".join(f'<div style="{MUTED}">note: {escape(n)}</div>' for n in d.notes))
     return f'<div class="ipydevice-panel" style="{ROOT_STYLE}">{"".join(parts)}</div>'
+
+
+def header_html(d: Diagnosis) -> str:
+    """Title, headline, message, failing module and findings (panel and widget share it)."""
+    first_line = d.message.splitlines()[0] if d.message else ""
+    parts = [
+        f'<div style="font-weight:600">ipydevice · device error <span style="{MUTED};font-weight:400">({escape(d.family or "")})</span></div>',
+        f'<div class="ipydevice-headline" style="font-size:14px;margin:4px 0 2px 0">{_inline_code(headline(d))}</div>',
+        f'<div style="{MUTED};{CODE}">{escape(d.exc_type)}: {escape(first_line[:300])}</div>',
+    ]
+    if d.failing_module:
+        parts.append(f'<div style="{MUTED}">failed in <code style="{CODE}">{escape(d.failing_module)}</code></div>')
+    parts.append(_causes_html(d))
+    return "".join(parts)
 
 
 def _causes_html(d: Diagnosis) -> str:
