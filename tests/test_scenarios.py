@@ -446,3 +446,20 @@ def mode_exit() -> None:
         if isinstance(mode, FakeTensorMode):
             mode.__exit__(None, None, None)
     torch.set_grad_enabled(True)
+
+
+DISPATCHED = """
+model = nn.Sequential(nn.Linear(4, 8), nn.Linear(8, 2))
+model[0].to('meta')
+model.hf_device_map = {'0': 'meta', '1': 'cpu'}  # as accelerate's dispatch records it
+ids = torch.randn(3, 4)
+"""
+
+
+def test_dispatched_model_takes_its_inputs_on_its_first_device():
+    failing = "out = model[0](ids)\n"
+    _, d = scenario(DISPATCHED, failing)
+    assert d.target == "meta"
+    assert culprit_names(d) == ["ids"]
+    assert all("model.to(" not in f.code and "model[0].to(" not in f.code for f in d.fixes)
+    verify_fixes(DISPATCHED, failing, d)
