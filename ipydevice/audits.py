@@ -39,6 +39,9 @@ from ipydevice.scan import Entry, Scan
 from ipydevice.session import user_namespace
 from ipydevice.settings import current
 
+#: A container holding more tensors than this is data, not a batch.
+BATCH_SIZE_LIMIT = 16
+
 __all__ = ["Checkup", "Problem", "check", "module_problems", "problems_of", "watch"]
 
 
@@ -106,12 +109,24 @@ def check(*objects: Any, namespace: Mapping[str, Any] | None = None, names: Iter
         roots.append(_root(scan, obj, (("local", f"object {index + 1}"),), "check()", named=False))
     if objects:
         scan.name_from(namespace, only={id(e.obj) for e in roots})
+        _name_bare(roots, namespace)
     for name in names if names is not None else ([] if objects else _names(namespace)):
         if name in namespace:
             entry = _root(scan, namespace[name], (("name", name),), "namespace", named=True)
             if entry not in roots:
                 roots.append(entry)
     return _checkup(problems_of(roots), scan.notes)
+
+
+def _name_bare(roots: list[Entry], namespace: Mapping[str, Any]) -> None:
+    """Objects a scan ignores (DataLoader, GradScaler) get their top-level name."""
+    bare = {id(e.obj): e for e in roots if not e.named}
+    if not bare:
+        return
+    for name, value in _names_values(namespace):
+        entry = bare.pop(id(value), None)
+        if entry is not None:
+            entry.path, entry.named, entry.where = (("name", name),), True, "namespace"
 
 
 def _root(scan: Scan, obj: Any, path: tuple, where: str, named: bool) -> Entry:
@@ -176,10 +191,15 @@ def problems_of(roots: list[Entry]) -> list[Problem]:
             problems.extend(_optimizer_problems(entry))
     model = _the_model(modules)
     if model is not None:
-        device = model.module.majority() if not model.module.dispatch_device else model.module.dispatch_device  # type: ignore[union-attr]
+        view = model.module
+        assert view is not None
+        device = view.dispatch_device or view.majority()
+        label = format_path(model.path)
+        if view.dispatch_device:
+            label = f"{label}'s first device (hf_device_map)"
         for entry in roots:
             if entry is not model:
-                problems.extend(_companion_problems(entry, device, format_path(model.path)))
+                problems.extend(_companion_problems(entry, device, label))
     return problems
 
 
@@ -213,12 +233,27 @@ def module_problems(entry: Entry) -> list[Problem]:
 def _split(entry: Entry, majority: str) -> Problem:
     view = entry.module
     assert view is not None
-    outliers = [format_path((*entry.path, *rel)) for rel, t, _ in view.registered if probe.tensor_facts(t)[0] != majority]
+    outliers = _outlier_groups(entry, majority)
     shown = ", ".join(outliers[:3]) + (f" and {len(outliers) - 3} more" if len(outliers) > 3 else "")
     why = f"split across devices: most of it is on {majority}, but {shown} {'is' if len(outliers) == 1 else 'are'} not"
     base = format_path(entry.path)
     finding = Finding(base, "mixed", "module", entry.where, why, rule="split_module", target=majority)
     return Problem(finding, (_module_to_fix(entry, majority),) if entry.named else ())
+
+
+def _outlier_groups(entry: Entry, majority: str) -> list[str]:
+    """Off-majority tensors by name, a whole submodule named once (``model.head``)."""
+    view = entry.module
+    assert view is not None
+    off = [rel for rel, t, _ in view.registered if probe.tensor_facts(t)[0] != majority]
+    names: list[str] = []
+    for rel in off:
+        owner = rel[:-1]
+        whole = owner and all(r in off for r, _, _ in view.registered if r[: len(owner)] == owner)
+        name = format_path((*entry.path, *(owner if whole else rel)))
+        if name not in names:
+            names.append(name)
+    return names
 
 
 def _module_to_fix(entry: Entry, device: str) -> Fix:
@@ -238,7 +273,8 @@ def _unregistered(entry: Entry, rel: tuple, tensor: Any, owner: Any, majority: s
     fixes = [f for f in (source,) if f is not None]
     if entry.named and not same_device(device, majority):
         path = (*entry.path, *rel)
-        fixes.insert(0, Fix(f"Move {name} to {majority}", f"{name} = {name}.to({majority!r})", "namespace", steps=(Step("reassign", path, majority),)))
+        title = f"For now, move {name} to {majority} (the next .to() will leave it behind again)"
+        fixes.append(Fix(title, f"{name} = {name}.to({majority!r})", "namespace", steps=(Step("reassign", path, majority),)))
     return Problem(finding, tuple(fixes))
 
 
@@ -262,7 +298,7 @@ def _factories(entry: Entry, base: str) -> list[Problem]:
     out = []
     for cls in sorted(classes, key=lambda c: c.__qualname__)[:50]:
         for label, fix in factory_fixes(cls):
-            why = f"{label} creates a tensor without device=: it lands on the default device, not the model's"
+            why = f"`{fix.original.strip()}` makes a tensor without device=: it lands on the default device, not the model's"
             finding = Finding(label, "", "source", entry.where, why, rule="factory_without_device", location=fix.location)
             out.append(Problem(finding, (fix,)))
     return out
@@ -309,7 +345,7 @@ def _wrapper_problems(entry: Entry) -> list[Problem]:
         out.append(Problem(finding, (_module_to_fix(entry, first),) if entry.named else ()))
     local = os.environ.get("LOCAL_RANK", "")
     if kind == "DistributedDataParallel" and local.isdigit() and first != f"cuda:{local}" and first.startswith("cuda"):
-        why = f"this is local rank {local} but its DDP uses {first}: every rank on one GPU (call torch.cuda.set_device(LOCAL_RANK), use device_ids=[LOCAL_RANK])"
+        why = f"this is local rank {local} but its DDP uses {first}: the ranks would share one GPU (call torch.cuda.set_device(LOCAL_RANK) and use device_ids=[LOCAL_RANK])"
         out.append(Problem(Finding(base, first, "module", entry.where, why, rule="ddp_rank", target=f"cuda:{local}")))
     return out
 
@@ -324,7 +360,9 @@ def _companion_problems(entry: Entry, device: str, model: str) -> list[Problem]:
         scaler_device = probe.module_dict(entry.obj).get("_device")
         if isinstance(scaler_device, str) and scaler_device != device.split(":")[0]:
             why = f"GradScaler for {scaler_device}, but {model} is on {device}"
-            return [Problem(Finding(name, scaler_device, "GradScaler", entry.where, why, rule="scaler_device", target=device))]
+            kind = device.split(":")[0]
+            hint = Fix(f"Create the scaler for {kind}", f"{name} = torch.amp.GradScaler({kind!r})", "source")
+            return [Problem(Finding(name, scaler_device, "GradScaler", entry.where, why, rule="scaler_device", target=device), (hint,))]
         return []
     if entry.module is not None and entry.module.registered and not any(k == "parameter" for _, _, k in entry.module.registered):
         majority = entry.module.majority()  # a loss with class weights, pos_weight, ...
@@ -333,6 +371,8 @@ def _companion_problems(entry: Entry, device: str, model: str) -> list[Problem]:
             finding = Finding(name, majority, "module", entry.where, why, rule="stray_tensor", target=device)
             return [Problem(finding, (_module_to_fix(entry, device),) if entry.named else ())]
         return []
+    if entry.kind == "container" and len(_tensor_items(entry.obj)) > BATCH_SIZE_LIMIT:
+        return []  # a dataset kept on the CPU, moved batch by batch: fine
     off = _stray_devices(entry.obj, device)
     if not off:
         return []
@@ -351,8 +391,9 @@ def _loader_problems(entry: Entry, name: str) -> list[Problem]:
         return []
     if device == "cpu":
         return []
-    why = f"its generator is on {device}: the DataLoader's sampler draws indices on the CPU (use a CPU torch.Generator)"
-    return [Problem(Finding(name, device, "DataLoader", entry.where, why, rule="generator_device", target="cpu"))]
+    why = f"its generator is on {device}: the DataLoader's sampler draws indices on the CPU"
+    hint = Fix("Give the DataLoader a CPU generator", "generator=torch.Generator()  # in DataLoader(...)", "source")
+    return [Problem(Finding(name, device, "DataLoader", entry.where, why, rule="generator_device", target="cpu"), (hint,))]
 
 
 def _stray_devices(value: Any, device: str) -> list[str]:

@@ -47,6 +47,13 @@ def headline(d: Diagnosis) -> str:
     return f"{text}: move {pronoun} to {d.target}"
 
 
+def _wrap(text: str, width: int, first: str, rest: str) -> list[str]:
+    """Word wrap that never breaks names at hyphens (``<ipython-input-3-…>``)."""
+    return textwrap.wrap(
+        text, width, initial_indent=first, subsequent_indent=rest, break_on_hyphens=False, break_long_words=False
+    )
+
+
 def plural(count: int, noun: str) -> str:
     """``1 tensor``, ``2 tensors``."""
     return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
@@ -103,12 +110,10 @@ def render_diagnosis(d: Diagnosis, width: int = 100, max_rows: int | None = None
     limit = max_rows or current().max_rows
     bold, red, reset = ("\x1b[1m", "\x1b[31m", "\x1b[0m") if color else ("", "", "")
     out = [f"{bold}ipydevice · device error{reset} ({d.family})"]
-    out += [f"{bold}{red}{line}{reset}" for line in textwrap.wrap(headline(d), width, initial_indent="  ", subsequent_indent="    ")]
+    out += [f"{bold}{red}{line}{reset}" for line in _wrap(headline(d), width, "  ", "    ")]
     out.append("")
     first_line = d.message.splitlines()[0] if d.message else ""
-    out += textwrap.wrap(
-        f"{d.exc_type}: {first_line}", width, initial_indent="  ", subsequent_indent="    "
-    )[:4]
+    out += _wrap(f"{d.exc_type}: {first_line}", width, "  ", "    ")[:4]
     if d.failing_module:
         out.append(f"  failed in {d.failing_module}")
     out += _culprit_lines(d, width)
@@ -117,7 +122,7 @@ def render_diagnosis(d: Diagnosis, width: int = 100, max_rows: int | None = None
     if d.notes:
         out += ["", "  Notes"]
         for note in d.notes:
-            out += textwrap.wrap(note, width, initial_indent="    - ", subsequent_indent="      ")
+            out += _wrap(note, width, "    - ", "      ")
     return "\n".join(out)
 
 
@@ -159,7 +164,7 @@ def _fix_lines(d: Diagnosis, width: int = 100) -> list[str]:
     for number, fix in enumerate(d.fixes, 1):
         where = f", {fix.location}" if fix.location and fix.scope == "source" else ""
         title = f"{number}. {fix.title}  [{SCOPE_HINTS.get(fix.scope, fix.scope)}{where}]"
-        lines += textwrap.wrap(title, width, initial_indent="    ", subsequent_indent="       ")
+        lines += _wrap(title, width, "    ", "       ")
         lines.extend(
             "         " + code for code in textwrap.dedent(fix.code).rstrip("\n").splitlines()
         )
@@ -196,10 +201,8 @@ def render_inventory(inv: Any, width: int = 100, max_rows: int | None = None) ->
         out.append(f"  … {len(inv.records) - shown} more objects (.table() lists all)")
     if inv.problems:
         out += ["", "  Problems"]
-        out += [
-            "    " + line
-            for line in columns([["✗", p.name, p.why] for p in inv.problems], width - 4)
-        ]
+        for problem in inv.problems:
+            out += _wrap(f"✗ {problem.name}: {problem.why}", width, "    ", "        ")
     if inv.notes:
         out += ["", *(f"  note: {n}" for n in inv.notes)]
     return "\n".join(out)
@@ -212,12 +215,12 @@ def render_checkup(checkup: Any, width: int = 100) -> str:
     out = [f"ipydevice · check: {plural(len(checkup.problems), 'problem')}"]
     for problem in checkup.problems:
         where = f"  [{problem.location}]" if problem.location else ""
-        out += textwrap.wrap(f"✗ {problem.name}: {problem.why}{where}", width, initial_indent="  ", subsequent_indent="      ")
+        out += _wrap(f"✗ {problem.name}: {problem.why}{where}", width, "  ", "      ")
     if checkup.fixes:
         out += ["", "  Fixes"]
         for number, fix in enumerate(checkup.fixes, 1):
             where = f", {fix.location}" if fix.location and fix.scope == "source" else ""
-            out += textwrap.wrap(f"{number}. {fix.title}  [{SCOPE_HINTS.get(fix.scope, fix.scope)}{where}]", width, initial_indent="    ", subsequent_indent="       ")
+            out += _wrap(f"{number}. {fix.title}  [{SCOPE_HINTS.get(fix.scope, fix.scope)}{where}]", width, "    ", "       ")
             out.extend("         " + code for code in textwrap.dedent(fix.code).rstrip("\n").splitlines())
     out += [f"  note: {n}" for n in checkup.notes]
     return "\n".join(out)
