@@ -141,11 +141,19 @@ def _root(scan: Scan, obj: Any, path: tuple, where: str, named: bool) -> Entry:
 def watch(namespace: Mapping[str, Any], names: Iterable[str]) -> Checkup:
     """The cheap after-cell check: the model and the batch-like ``names`` a cell
     bound. Reads one parameter of the model, never all of them."""
-    models = [(n, v) for n, v in _names_values(namespace) if probe.is_module(v) and _first_device(v)]
+    models: dict[int, tuple[str, Any]] = {}
+    for name, value in _names_values(namespace):
+        if probe.is_module(value) and _first_device(value):
+            inner = _unwrapped(value)  # torch.compile and (D)DP wrap the same model
+            if id(inner) not in models or inner is value:
+                models[id(inner)] = (name, inner)
     if len(models) != 1:
         return Checkup()
-    model_name, model = models[0]
-    device = _first_device(model)
+    model_name, model = next(iter(models.values()))
+    state = probe.module_dict(model)
+    from ipydevice.scan import _dispatch_device
+
+    device = _dispatch_device(state.get("hf_device_map")) or _first_device(model)
     problems = []
     for name in names:
         value = namespace.get(name) if isinstance(name, str) else None
@@ -433,6 +441,20 @@ def _move_fix(name: str, value: Any, device: str, path: tuple = ()) -> Fix:
         code = f"{name} = {name}.to({device!r})"
         action = "reassign"
     return Fix(f"Move {name} to {device}", code, "namespace", steps=(Step(action, path, device),) if path else ())
+
+
+def _unwrapped(module: Any) -> Any:
+    """The model inside ``torch.compile``'s OptimizedModule or (Distributed)DataParallel."""
+    for _ in range(4):
+        state = probe.module_dict(module)
+        modules = state.get("_modules")
+        inner = state.get("_orig_mod") or (dict.get(modules, "_orig_mod") if type(modules) is dict else None)
+        if inner is None and probe.class_name(module) in ("DataParallel", "DistributedDataParallel") and type(modules) is dict:
+            inner = dict.get(modules, "module")
+        if inner is None or not probe.is_module(inner):
+            return module
+        module = inner
+    return module
 
 
 def _first_device(module: Any) -> str:

@@ -18,13 +18,13 @@ from collections.abc import Mapping
 from types import TracebackType
 from typing import Any
 
-from ipydevice import probe
+from ipydevice import compiled, probe
 from ipydevice import settings as _settings
 from ipydevice._debug import debug_enabled, describe_failure
 from ipydevice.advice import advice
 from ipydevice.culprits import Analysis, analyse
 from ipydevice.fixes import propose_fixes
-from ipydevice.frames import FrameView, line_operands, walk_frames
+from ipydevice.frames import FrameView, line_operands, source_location, walk_frames
 from ipydevice.messages import MessageFacts, recognise
 from ipydevice.model import Diagnosis, Finding, Fix, Snapshot
 from ipydevice.scan import Scan
@@ -101,12 +101,20 @@ def diagnose(
         exc = last_exception()
     if exc is None:
         return Diagnosis(is_device_error=False, notes=("no exception to diagnose",))
+    original = exc
     exc, facts = recognise_exception(exc)
     base = _base_fields(exc, facts)
     if not facts.is_device_error:
         return Diagnosis(is_device_error=False, **base)
     settings = _settings.current()
-    views = walk_frames(exc.__traceback__, settings.max_frames)
+    compiled_call = compiled.is_compile_error(original)
+    if compiled_call:
+        # Dynamo's 30-50 frames would push the user's call out of max_frames, and
+        # its tracing frames hold FakeTensors: stop at the call into torch.compile.
+        views = compiled.before_dynamo(walk_frames(exc.__traceback__, 10_000))
+        views = views[-settings.max_frames :]
+    else:
+        views = walk_frames(exc.__traceback__, settings.max_frames)
     paused = gc.isenabled()
     # The scan allocates many small objects next to a heap full of tensors: a
     # full collection in the middle would cost more than the whole diagnosis.
@@ -120,6 +128,19 @@ def diagnose(
         fixes = propose_fixes(facts, analysis, scan, views)
         causes, fixes = _with_audits(analysis, fixes)
         notes = tuple(scan.notes) + analysis.notes
+        traced: tuple = ()
+        if compiled_call:
+            hints = compiled.eager_hint(original, names)
+            # The move fixes first, then the eager re-run; keep room for one hint.
+            room = max(settings.max_fixes - min(len(hints), 1), 1)
+            fixes = tuple(fixes[:room]) + hints
+            traced = compiled.user_code_locations(message_of(original))
+            where = next((f for f in reversed(traced) if f.is_user), None)
+            notes += (
+                "raised while torch.compile traced the code"
+                + (f": it failed at {where.function}, {source_location(where.filename, where.lineno)} (`{where.line}`)" if where else "")
+                + "; run it without torch.compile to see the plain error",
+            )
         return Diagnosis(
             is_device_error=True,
             target=analysis.target,
@@ -130,7 +151,7 @@ def diagnose(
             causes=causes,
             fixes=fixes[: settings.max_fixes],
             snapshot=Snapshot(scan.records(compact=True), tuple(scan.notes)),
-            frames=tuple(v.summary for v in views),
+            frames=tuple(v.summary for v in views) + traced,
             notes=notes,
             **base,
         )

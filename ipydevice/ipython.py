@@ -8,6 +8,15 @@ This is the only module of ipydevice that imports IPython. It adapts the pure co
   :mod:`ipydevice.widget` in a Jupyter kernel) appears under IPython's own
   traceback;
 * ``%devices``: a device-aware ``%whos`` (see :meth:`DeviceMagics.devices`);
+  ``%devices --check`` runs every audit of :mod:`ipydevice.audits` before
+  training starts;
+* device **warnings** (transformers' ``generate()`` device warning, accelerate's
+  dispatch and offload warnings, torch's meta ``load_state_dict`` no-op) get the
+  same panel, under the stock warning (:mod:`ipydevice.warnings_hook`;
+  ``IPyDevice.warnings``, on by default);
+* **watch mode** (``%config IPyDevice.watch = True``, off by default): after each
+  successful cell, one short warning when a model and a batch-like variable the
+  cell bound are on different devices (metadata only, see :meth:`_Hook.watch_cell`);
 * ``IPyDevice``: the settings as traitlets (``%config IPyDevice.panel = False``,
   ``c.IPyDevice.max_rows = 30`` in a config file).
 
@@ -30,8 +39,9 @@ Contract:
 * Loading is instant: it imports neither torch, pandas nor ipywidgets, nor the
   engine (imported on the first failing cell only).
 * Loading twice is harmless; unloading removes the callbacks, the configurable and
-  ``%devices`` (putting back any ``%devices`` that was there before), and restores
-  the settings that were in force before loading. IPython has no API to
+  ``%devices`` (putting back any ``%devices`` that was there before), puts back
+  ``warnings.showwarning`` and removes the logging handler and filter, and
+  restores the settings that were in force before loading. IPython has no API to
   unregister a magic, so ``%devices`` is popped from ``magics_manager.magics``.
   ``%config IPyDevice.*`` values live in ``shell.config`` like every IPython
   configurable's, so a later reload picks them up again.
@@ -46,7 +56,10 @@ Contract:
 
 from __future__ import annotations
 
+import ast
+import contextlib
 import dataclasses
+import html
 import re
 import sys
 from collections.abc import Callable, Mapping
@@ -64,10 +77,20 @@ from ipydevice._debug import debug_enabled, describe_failure
 if TYPE_CHECKING:  # pragma: no cover
     from IPython.core.interactiveshell import ExecutionResult, InteractiveShell
 
+    from ipydevice.audits import Checkup
     from ipydevice.census import Inventory
     from ipydevice.model import Diagnosis
+    from ipydevice.warnings_hook import DeviceWarnings
 
-__all__ = ["DeviceMagics", "IPyDevice", "hook_of", "load", "panel_bundle", "unload"]
+__all__ = [
+    "DeviceMagics",
+    "IPyDevice",
+    "hook_of",
+    "load",
+    "panel_bundle",
+    "unload",
+    "watch_bundle",
+]
 
 MAGIC_NAME = "devices"
 
@@ -118,6 +141,16 @@ class IPyDevice(Configurable):
     ).tag(config=True)
     insert_fix_cell = Bool(
         False, help="After a device error, put the best fix's code into the next input cell."
+    ).tag(config=True)
+    warnings = Bool(
+        True,
+        help="Show the panel under device warnings too: transformers' generate() device "
+        "warning, accelerate's dispatch/offload warnings, torch's meta load_state_dict no-op.",
+    ).tag(config=True)
+    watch = Bool(
+        False,
+        help="After each successful cell, warn once when a model and a batch-like variable "
+        "the cell defined are on different devices (metadata only).",
     ).tag(config=True)
     max_rows = _limit("Rows shown in a table before '… N more'.")
     max_depth = _limit("How deep containers and attribute chains are followed.")
@@ -185,6 +218,56 @@ def panel_bundle(diagnosis: Diagnosis, terminal: bool = False) -> dict[str, str]
     return {"text/plain": text, "text/html": diagnosis._repr_html_()}
 
 
+def watch_bundle(checkup: Checkup) -> dict[str, str]:
+    """Watch mode's one short display: a line per problem and its first fix."""
+    lines, items = [], []
+    for problem, fix in zip(checkup.problems, _fix_per_problem(checkup), strict=True):
+        code = fix.code.splitlines()[0] if fix is not None and fix.code else ""
+        lines.append(f"ipydevice · watch: `{problem.name}` {problem.why}")
+        item = f"<code>{html.escape(problem.name)}</code> {html.escape(problem.why)}"
+        if code:
+            lines.append(f"    {code}")
+            item += f' <code style="white-space:pre">{html.escape(code)}</code>'
+        items.append(f"<div>{item}</div>")
+    style = (
+        "border-left:3px solid #e8590c;padding:2px 8px;margin:2px 0;"
+        "font-family:var(--jp-ui-font-family,sans-serif);font-size:13px"
+    )
+    body = "<b>ipydevice · watch</b>" + "".join(items)
+    return {
+        "text/plain": "\n".join(lines),
+        "text/html": f'<div class="ipydevice-watch" style="{style}">{body}</div>',
+    }
+
+
+def _fix_per_problem(checkup: Checkup) -> list[Any]:
+    """The fix of each problem: one each, in order, or the one whose title names it."""
+    problems, fixes = checkup.problems, checkup.fixes
+    if len(fixes) == len(problems):
+        return list(fixes)
+    out = []
+    for problem in problems:
+        named = re.compile(rf"(?<![\w.\[]){re.escape(problem.name)}(?![\w\[])")
+        out.append(next((f for f in fixes if named.search(f.title)), None))
+    return out
+
+
+def cell_bound_names(shell: InteractiveShell, raw_cell: str) -> set[str]:
+    """The names a cell binds at its top level, from its source (nothing is run).
+
+    The cell is first turned into Python the way IPython does (magics, ``!cmd``);
+    a cell that does not parse binds nothing.
+    """
+    from ipydevice.frames import bound_names
+
+    try:
+        source = shell.transform_cell(raw_cell)
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, TypeError):
+        return set()
+    return bound_names(tree)
+
+
 def _publish(bundle: dict[str, str]) -> None:
     from IPython.display import display
 
@@ -205,16 +288,44 @@ class _Hook:
         self.callbacks = {"pre_run_cell": self.pre_run_cell, "post_run_cell": self.post_run_cell}
         self.shown_before = id(getattr(sys, "last_value", None))
         self.last: Diagnosis | None = None
+        self.device_warnings: DeviceWarnings | None = None
 
     def install(self) -> None:
-        """Registers the configurable, ``%devices`` and the ``post_run_cell`` callback."""
+        """Registers the configurable, ``%devices``, the cell callbacks and, unless
+        ``IPyDevice.warnings`` is off, the device-warning hooks."""
         self.shell.configurables.append(self.config)
         self.shell.register_magics(self.magics)
         for event, callback in self.callbacks.items():
             self.shell.events.register(event, callback)
+        self.config.observe(self._warnings_changed, names="warnings")
+        if self.config.warnings:
+            self.install_warnings()
+
+    def install_warnings(self) -> None:
+        """Chains ``warnings.showwarning`` and adds the library loggers' handler."""
+        if self.device_warnings is None:
+            from ipydevice.warnings_hook import DeviceWarnings
+
+            shell = self.shell
+            self.device_warnings = DeviceWarnings(self.show_warning, lambda: shell.user_ns)
+        self.device_warnings.install()
+
+    def remove_warnings(self) -> None:
+        """Puts ``warnings.showwarning`` back and removes the handler and filter."""
+        if self.device_warnings is not None:
+            self.device_warnings.remove()
+
+    def _warnings_changed(self, change: Mapping[str, Any]) -> None:
+        if change["new"]:
+            self.install_warnings()
+        else:
+            self.remove_warnings()
 
     def remove(self) -> None:
         """Undoes :meth:`install` and puts back the settings in force before loading."""
+        self.remove_warnings()
+        with contextlib.suppress(ValueError, KeyError):  # install failed before observing
+            self.config.unobserve(self._warnings_changed, names="warnings")
         for event, callback in self.callbacks.items():
             registered = self.shell.events.callbacks[event]
             if callback in registered:
@@ -233,16 +344,56 @@ class _Hook:
         self.last = None
 
     def pre_run_cell(self, info: Any = None) -> None:
-        """The ``pre_run_cell`` callback: notes which exception was last shown, by id only."""
+        """The ``pre_run_cell`` callback: notes which exception was last shown, by id
+        only, and lets every device warning be reported once in the new cell."""
         self.shown_before = id(getattr(sys, "last_value", None))
+        if self.device_warnings is not None:
+            _guarded("warning panel", self.device_warnings.new_cell)
 
     def post_run_cell(self, result: ExecutionResult) -> None:
-        """The ``post_run_cell`` callback: a panel when the cell failed with a device error."""
-        if not self.config.panel:
+        """The ``post_run_cell`` callback: the warning panels kept until the stock
+        output, a panel when the cell failed with a device error, and watch mode."""
+        if self.device_warnings is not None:
+            _guarded("warning panel", self.device_warnings.flush)
+        if self.config.panel:
+            exc = self.cell_exception(result)
+            if exc is not None:
+                self.show_panel(exc)
+        if self.config.watch:
+            _guarded("watch", self.watch_cell, result)
+
+    def show_warning(self, diagnosis: Diagnosis) -> None:
+        """Displays a device warning's panel (called by :mod:`ipydevice.warnings_hook`)."""
+        terminal = getattr(self.shell, "kernel", None) is None
+        diagnosis = dataclasses.replace(diagnosis, kind="warning")
+        bundle = _guarded("rendering", panel_bundle, diagnosis, terminal)
+        if bundle is None:
             return
-        exc = self.cell_exception(result)
-        if exc is not None:
-            self.show_panel(exc)
+        if self.config.widget and not terminal:
+            view = _guarded("widget", self.widget_view, diagnosis)
+            bundle = {**(view or {}), **bundle}
+        _guarded("display", _publish, bundle)
+
+    def watch_cell(self, result: ExecutionResult) -> None:
+        """Watch mode: the names a successful cell bound, checked against the model.
+
+        Cost independent of the model's size: the cell's source is parsed for the
+        names it binds, and :func:`ipydevice.audits.watch` reads the device of one
+        parameter of the model and of those names' tensors only.
+        """
+        if not getattr(result, "success", False):
+            return
+        raw = getattr(getattr(result, "info", None), "raw_cell", None)
+        if not isinstance(raw, str) or not raw.strip():
+            return
+        names = cell_bound_names(self.shell, raw)
+        if not names:
+            return
+        from ipydevice import audits
+
+        checkup = audits.watch(self.shell.user_ns, sorted(names))
+        if checkup:
+            _publish(watch_bundle(checkup))
 
     def cell_exception(self, result: ExecutionResult) -> BaseException | None:
         """The exception the cell raised or, failing that, one it showed.
@@ -348,6 +499,12 @@ class DeviceMagics(Magics):
         "--last", action="store_true", help="Show the diagnosis of the last device error again."
     )
     @argument(
+        "--check",
+        action="store_true",
+        help="Preflight: run every device audit on the NAMEs (or the whole namespace) and "
+        "list the problems with their fixes, before training starts.",
+    )
+    @argument(
         "-a", "--all", action="store_true", help="Also list names starting with an underscore."
     )
     @line_magic
@@ -364,12 +521,23 @@ class DeviceMagics(Magics):
         DataFrame, ``inv.problems`` the findings; ``%devices --last`` returns the
         last device error's Diagnosis.
 
+        ``%devices --check [NAME ...]`` is the preflight: every audit (split
+        modules, tensor attributes .to() skips, plain module lists, factory calls
+        without device=, optimizer state, dispatched models, DataLoader
+        generators, DataParallel, batches away from the model) on the NAMEs or
+        the whole namespace. It lists the problems with their fixes, or says that
+        none were found; ``c = %devices --check`` keeps the Checkup (falsy when
+        all is well).
+
         Settings: ``%config IPyDevice.<name> = value``, or ``c.IPyDevice.<name>`` in a
         config file; ``%config IPyDevice`` shows the values in force.
 
           panel                 a panel under every device error (default True)
           widget                in Jupyter, the panel's Apply/Copy/Insert buttons (True)
           insert_fix_cell       put the best fix into a new cell below (False)
+          warnings              a panel under device warnings too (True)
+          watch                 after each cell, warn when a batch it defined is
+                                on another device than the model (False)
           max_rows              rows shown in a table before "… N more"
           max_depth             how deep containers and attributes are followed
           max_items             items looked at in one container
@@ -380,18 +548,21 @@ class DeviceMagics(Magics):
           show_library_frames   also list tensors held only by library frames
 
         Examples: ``%devices``, ``%devices model opt``, ``%devices model.encoder``,
-        ``%devices --last``, ``%config IPyDevice.panel = False``.
+        ``%devices --last``, ``%devices --check``, ``%devices --check model batch opt``,
+        ``%config IPyDevice.panel = False``, ``%config IPyDevice.watch = True``.
         """
         args = parse_argstring(self.devices, line)
+        if args.check:
+            if args.last or args.all:
+                raise UsageError("%devices: --check takes neither --last nor --all")
+            return self._check(args.names)
         if args.last:
             if args.names:
                 raise UsageError("%devices: --last takes no NAME")
             return self._hook.last_diagnosis()
         return self._inventory(args.names, include_private=args.all)
 
-    def _inventory(self, names: list[str], include_private: bool) -> Inventory:
-        from ipydevice import census
-
+    def _require_names(self, names: list[str]) -> None:
         namespace = self.shell.user_ns
         for text in names:
             root = _ROOT_NAME.match(text)
@@ -399,6 +570,41 @@ class DeviceMagics(Magics):
                 raise UsageError(
                     f"%devices: no variable named {(root.group(1) if root else text)!r}"
                 )
+
+    def _check(self, names: list[str]) -> Checkup | None:
+        """``%devices --check``: plain names are checked by name, paths
+        (``model.encoder``, ``batch['x']``) are resolved first."""
+        from ipydevice import audits
+        from ipydevice.census import _parse_path
+        from ipydevice.paths import resolve
+
+        self._require_names(names)
+        namespace = self.shell.user_ns
+        plain = [n for n in names if n.isidentifier()]
+        objects = []
+        for text in names:
+            if text.isidentifier():
+                continue
+            path = _parse_path(text)
+            try:
+                if path is None:
+                    raise LookupError(text)
+                objects.append(resolve(path, namespace))
+            except LookupError:
+                raise UsageError(f"%devices: {text!r} has no such attribute or item") from None
+
+        def run() -> Checkup:
+            if names:
+                return audits.check(*objects, namespace=namespace, names=plain)
+            return audits.check(namespace=namespace)
+
+        return _guarded("check", run)
+
+    def _inventory(self, names: list[str], include_private: bool) -> Inventory:
+        from ipydevice import census
+
+        namespace = self.shell.user_ns
+        self._require_names(names)
         try:
             return census.inventory(namespace, names=names or None, include_private=include_private)
         except KeyError as missing:

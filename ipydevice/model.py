@@ -233,6 +233,7 @@ class Diagnosis:
     Attributes:
         is_device_error: the exception is a device-placement error.
         family: which kind of device error (see ``ipydevice.messages.FAMILIES``).
+        kind: ``error`` for an exception, ``warning`` for a warning or log record.
         exc_type: the exception's class name.
         message: the exception's message (first 2,000 characters).
         summary: what the message means, in one line.
@@ -253,6 +254,7 @@ class Diagnosis:
 
     is_device_error: bool
     family: str | None = None
+    kind: str = "error"
     exc_type: str = ""
     message: str = ""
     summary: str = ""

@@ -637,7 +637,7 @@ def test_devices_last_with_the_panel_off_diagnoses_on_demand(ip: InteractiveShel
 
 def test_devices_help_documents_every_setting(ip: InteractiveShell) -> None:
     doc = ip.find_line_magic("devices").__doc__
-    assert "%devices [--last] [-a] [NAME ...]" in doc
+    assert "%devices [--last] [--check] [-a] [NAME ...]" in doc
     for name in ext.IPyDevice.class_trait_names(config=True):
         assert name in doc, name
     cap, _ = run_captured(ip, "%devices?")

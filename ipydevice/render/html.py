@@ -17,7 +17,7 @@ from typing import Any
 
 from ipydevice.model import Diagnosis, Fix, ObjectRecord
 from ipydevice.probe import format_bytes
-from ipydevice.render.text import SCOPE_HINTS, headline, ordered_records, plural, shares_text
+from ipydevice.render.text import SCOPE_HINTS, headline, kind_label, ordered_records, plural, shares_text
 
 __all__ = ["code_block", "header_html", "render_diagnosis_html", "table_html"]
 
@@ -122,7 +122,7 @@ def header_html(d: Diagnosis) -> str:
     """Title, headline, message, failing module and findings (panel and widget share it)."""
     first_line = d.message.splitlines()[0] if d.message else ""
     parts = [
-        f'<div style="font-weight:600">ipydevice · device error <span style="{MUTED};font-weight:400">({escape(d.family or "")})</span></div>',
+        f'<div style="font-weight:600">ipydevice · {kind_label(d)} <span style="{MUTED};font-weight:400">({escape(d.family or "")})</span></div>',
         f'<div class="ipydevice-headline" style="font-size:14px;margin:4px 0 2px 0">{_inline_code(headline(d))}</div>',
         f'<div style="{MUTED};{CODE}">{escape(d.exc_type)}: {escape(first_line[:300])}</div>',
     ]

@@ -29,6 +29,11 @@ def _names(findings: Sequence[Finding]) -> str:
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
+def kind_label(d: Diagnosis) -> str:
+    """``device warning`` for warnings and log records, else ``device error``."""
+    return "device warning" if d.kind == "warning" else "device error"
+
+
 def headline(d: Diagnosis) -> str:
     """The one sentence that says who is where and what to do."""
     if not d.is_device_error:
@@ -109,7 +114,7 @@ def render_diagnosis(d: Diagnosis, width: int = 100, max_rows: int | None = None
 
     limit = max_rows or current().max_rows
     bold, red, reset = ("\x1b[1m", "\x1b[31m", "\x1b[0m") if color else ("", "", "")
-    out = [f"{bold}ipydevice · device error{reset} ({d.family})"]
+    out = [f"{bold}ipydevice · {kind_label(d)}{reset} ({d.family})"]
     out += [f"{bold}{red}{line}{reset}" for line in _wrap(headline(d), width, "  ", "    ")]
     out.append("")
     first_line = d.message.splitlines()[0] if d.message else ""
