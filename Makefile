@@ -4,7 +4,7 @@ TORCH ?= torch==2.13.0
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: demo tour test install browser docs-screenshots clean
+.PHONY: demo tour test install browser docs-screenshots bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -37,6 +37,11 @@ browser: $(VENV)/.installed
 docs-screenshots: $(VENV)/.installed
 	scripts/install-browser.sh $(VENV)
 	tests/browser/run.sh --no-install --docs
+
+# Load, idle, error-path, %devices and memory benchmarks (about 3 minutes): the table,
+# benchmarks/results.json and the figures of benchmarks/RESULTS.md.
+bench: $(VENV)/.installed
+	$(PY) benchmarks/run.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis artifacts

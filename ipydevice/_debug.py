@@ -19,7 +19,7 @@ def debug_enabled() -> bool:
 def describe_failure(stage: str, exc: BaseException) -> str:
     """The one line a user sees when ipydevice itself fails."""
     try:
-        detail = str(exc)[:160]
+        detail = " ".join(str(exc).split())[:160]  # one line, whatever the message
     except Exception:
         detail = "?"
     return f"ipydevice: {stage} failed ({type(exc).__name__}: {detail}); set IPYDEVICE_DEBUG=1 for details"

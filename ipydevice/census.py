@@ -79,7 +79,22 @@ class Inventory:
         return render_inventory_html(self)
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
-        return {"text/plain": str(self), "text/html": self._repr_html_()}
+        """Text and HTML; a renderer's failure shows as one line in its place
+        (IPython would print a traceback per failing mime type)."""
+        from html import escape
+
+        from ipydevice._debug import debug_enabled, describe_failure
+
+        bundle = {}
+        for mime, render in (("text/plain", self.__str__), ("text/html", self._repr_html_)):
+            try:
+                bundle[mime] = render()
+            except Exception as failure:
+                if debug_enabled():
+                    raise
+                line = describe_failure("rendering", failure)
+                bundle[mime] = escape(line) if mime == "text/html" else line
+        return bundle
 
 
 def inventory(
@@ -153,7 +168,9 @@ def _totals(scan: Scan) -> tuple[DeviceShare, ...]:
             if id(tensor) in seen:
                 continue
             seen.add(id(tensor))
-            device, _, _, nbytes, _ = probe.tensor_facts(tensor)
+            # The entry's facts were read for its row already: read once, used twice.
+            facts = entry.facts if tensor is entry.obj else probe.tensor_facts(tensor)
+            device, _, _, nbytes, _ = facts
             counts[device] += 1
             sizes[device] += nbytes
     order = sorted(counts, key=lambda d: (-sizes[d], d))

@@ -252,7 +252,9 @@ def _parsed_statement(view: FrameView) -> tuple[ast.stmt, list[str]] | None:
         return None
     stmt, offset = found
     if offset:
-        stmt = copy.deepcopy(stmt)  # the parsed tree is cached: never shift it in place
+        # The parsed tree is cached: never shift it in place. The contexts are shared
+        # (see sources.copy_node: a plain deepcopy follows executing's .parent links).
+        stmt = copy.deepcopy(stmt, {id(n): n for n in ast.walk(stmt) if isinstance(n, ast.expr_context)})
         for node in ast.walk(stmt):
             if hasattr(node, "lineno"):
                 node.lineno += offset  # type: ignore[attr-defined]

@@ -193,6 +193,25 @@ def _guarded(stage: str, func: Callable[..., _T], *args: Any) -> _T | None:
             raise
         print(describe_failure(stage, failure), file=sys.stderr)
         return None
+    except KeyboardInterrupt:
+        # Ctrl-C while ipydevice works: the user's traceback is out already. Letting
+        # it through would print ipydevice's traceback and make it sys.last_value.
+        print(f"ipydevice: {stage} interrupted", file=sys.stderr)
+        return None
+
+
+def _as_usage_error(stage: str, func: Callable[..., _T], *args: Any) -> _T:
+    """Runs a magic's work; an internal failure becomes a one-line UsageError
+    (IPython prints it without a traceback), unless debugging. KeyError (a name
+    that is not there) is the caller's to word."""
+    try:
+        return func(*args)
+    except KeyError:
+        raise
+    except Exception as failure:
+        if debug_enabled():
+            raise
+        raise UsageError(describe_failure(stage, failure)) from None
 
 
 def _is_device_error(exc: BaseException) -> bool:
@@ -286,7 +305,7 @@ class _Hook:
         self.config = IPyDevice(parent=shell)
         self.magics = DeviceMagics(shell, hook=self)
         self.callbacks = {"pre_run_cell": self.pre_run_cell, "post_run_cell": self.post_run_cell}
-        self.shown_before = id(getattr(sys, "last_value", None))
+        self.shown_before = id(vars(sys).get("last_value"))
         self.last: Diagnosis | None = None
         self.device_warnings: DeviceWarnings | None = None
 
@@ -346,7 +365,7 @@ class _Hook:
     def pre_run_cell(self, info: Any = None) -> None:
         """The ``pre_run_cell`` callback: notes which exception was last shown, by id
         only, and lets every device warning be reported once in the new cell."""
-        self.shown_before = id(getattr(sys, "last_value", None))
+        self.shown_before = id(vars(sys).get("last_value"))
         if self.device_warnings is not None:
             _guarded("warning panel", self.device_warnings.new_cell)
 
@@ -406,8 +425,9 @@ class _Hook:
         exc = getattr(result, "error_in_exec", None)
         if exc is not None:
             return exc
-        shown = getattr(sys, "last_value", None)
-        if isinstance(shown, BaseException) and id(shown) != self.shown_before:
+        shown = vars(sys).get("last_value")
+        # type(), not isinstance(): sys.last_value may be anything, a lying __class__ too.
+        if issubclass(type(shown), BaseException) and id(shown) != self.shown_before:
             return shown
         return None
 
@@ -469,7 +489,7 @@ class _Hook:
 
         exc = engine.last_exception()
         if exc is not None and _is_device_error(exc):
-            self.last = self.diagnose(exc)
+            self.last = _as_usage_error("%devices --last", self.diagnose, exc)
             return self.last
         raise UsageError("%devices --last: no device error to show yet")
 
@@ -606,7 +626,9 @@ class DeviceMagics(Magics):
         namespace = self.shell.user_ns
         self._require_names(names)
         try:
-            return census.inventory(namespace, names=names or None, include_private=include_private)
+            return _as_usage_error(
+                "%devices", census.inventory, namespace, names or None, include_private
+            )
         except KeyError as missing:
             name = missing.args[0] if missing.args else "?"
             raise UsageError(f"%devices: {name!r} has no such attribute or item") from None

@@ -49,7 +49,7 @@ _CLASSES: dict[tuple[str, ...], tuple[Any, Any]] = {}
 
 
 def _torch_class(dotted: tuple[str, ...]) -> Any:
-    torch = torch_module()
+    torch = sys.modules.get("torch")  # torch_module(), inlined: this is the hot path
     if torch is None:
         return None
     cached = _CLASSES.get(dotted)
@@ -69,10 +69,16 @@ def _is_sub(obj: Any, dotted: tuple[str, ...]) -> bool:
     base = _torch_class(dotted)
     if base is None:
         return False
+    kind = type(obj)
+    if kind is base:
+        return True
     try:
-        return issubclass(type(obj), base)
+        return issubclass(kind, base)
     except Exception:
         return False
+
+
+_TENSOR, _MODULE, _OPTIMIZER = ("Tensor",), ("nn", "Module"), ("optim", "Optimizer")
 
 
 def is_a(obj: Any, types: type | tuple[type, ...]) -> bool:
@@ -87,17 +93,17 @@ def is_a(obj: Any, types: type | tuple[type, ...]) -> bool:
 
 def is_tensor(obj: Any) -> bool:
     """True for torch.Tensor and its subclasses (Parameter, FakeTensor, ...)."""
-    return _is_sub(obj, ("Tensor",))
+    return _is_sub(obj, _TENSOR)
 
 
 def is_module(obj: Any) -> bool:
     """True for torch.nn.Module instances."""
-    return _is_sub(obj, ("nn", "Module"))
+    return _is_sub(obj, _MODULE)
 
 
 def is_optimizer(obj: Any) -> bool:
     """True for torch.optim.Optimizer instances."""
-    return _is_sub(obj, ("optim", "Optimizer"))
+    return _is_sub(obj, _OPTIMIZER)
 
 
 def class_name(obj: Any) -> str:
@@ -168,7 +174,7 @@ def shape_text(dims: tuple[int, ...]) -> str:
     """``(3, 4)``, ``(3,)`` or ``()`` for a 0-dim tensor."""
     if len(dims) == 1:
         return f"({dims[0]},)"
-    return "(" + ", ".join(str(n) for n in dims) + ")"
+    return "(" + ", ".join(map(str, dims)) + ")"
 
 
 def _dims(shape: Any) -> tuple[int, ...]:
@@ -180,7 +186,11 @@ def _dims(shape: Any) -> tuple[int, ...]:
     """
     if not is_a(shape, tuple) or tuple.__len__(shape) > _MAX_DIMS:
         raise TypeError("not a torch.Size")
-    return tuple(_as_int(n) for n in tuple.__iter__(shape))
+    dims = tuple(tuple.__iter__(shape))
+    for n in dims:
+        if type(n) is not int:  # a SymInt (or worse): each made concrete, or refused
+            return tuple(_as_int(n) for n in dims)
+    return dims
 
 
 def _as_int(value: Any) -> int:
@@ -199,10 +209,19 @@ def _torch_enum(value: Any, name: str) -> str:
     ``str()`` is called on torch's own types only: a subclass's ``.dtype`` may
     return an object whose ``__str__`` raises or reads data.
     """
-    torch = torch_module()
-    if torch is None or type(value) is not getattr(torch, name, None):
+    kind = _torch_class((name,))
+    if kind is None or type(value) is not kind:
         raise TypeError(f"not a torch.{name}")
-    return str(value).removeprefix("torch.")
+    # dtypes and layouts are a few singletons of torch's own (C) type, hashed by
+    # identity: their names are formatted once.
+    text = _ENUM_NAMES.get(value)
+    if text is None:
+        text = _ENUM_NAMES[value] = str(value).removeprefix("torch.")
+    return text
+
+
+#: ``torch.float32 -> "float32"``; keys are torch's own dtype and layout objects only.
+_ENUM_NAMES: dict[Any, str] = {}
 
 
 def _nbytes(tensor: Any) -> int:

@@ -15,8 +15,9 @@ name and its function (``pos in PosEnc.forward``).
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,6 +44,28 @@ _ATOM_IDS = frozenset(id(kind) for kind in _UNWALKED_TYPES)
 _BUDGET_NOTE = "scan stopped after {} objects"
 
 
+class _FactsCache:
+    """:func:`probe.tensor_facts`, read once per tensor per scan: a layer's
+    parameters are counted by its own view, its block's and its model's.
+
+    Holds the tensors (which pins their ids) only as long as the scan: it is
+    shared by the scan's module views and refers to nothing else, so no
+    reference cycle keeps a scan, and its tensors, waiting for the collector.
+    """
+
+    __slots__ = ("_seen",)
+
+    def __init__(self) -> None:
+        self._seen: dict[int, tuple[Any, tuple[str, str, str, int, str]]] = {}
+
+    def __call__(self, tensor: Any) -> tuple[str, str, str, int, str]:
+        found = self._seen.get(id(tensor))
+        if found is None or found[0] is not tensor:
+            found = (tensor, probe.tensor_facts(tensor))
+            self._seen[id(tensor)] = found
+        return found[1]
+
+
 @dataclass(eq=False)
 class ModuleView:
     """What a module holds, split the way ``.to()`` sees it (transient)."""
@@ -53,12 +76,16 @@ class ModuleView:
     dispatch_device: str = ""
     truncated: bool = False
     submodules: list[tuple[Path, Any]] = field(default_factory=list)
+    #: public attributes (of the module or a submodule) that are lists, tuples,
+    #: dicts or optimizers: what a naming walk must still look into.
+    held: list[tuple[Path, Any]] = field(default_factory=list)
+    facts: Callable[[Any], tuple[str, str, str, int, str]] = probe.tensor_facts
     _shares: tuple[DeviceShare, ...] | None = None
 
     def shares(self) -> tuple[DeviceShare, ...]:
         """Registered parameters and buffers per device, biggest count first."""
         if self._shares is None:
-            self._shares = shares_of(t for _, t, _ in self.registered)
+            self._shares = shares_of((t for _, t, _ in self.registered), self.facts)
         return self._shares
 
     def majority(self) -> str:
@@ -114,12 +141,15 @@ class Entry:
     module: ModuleView | None = None
     optimizer: OptimizerView | None = None
     _facts: tuple[str, str, str, int, str] | None = None
+    #: the scan's facts, shared with its module views (None: read alone)
+    shared: _FactsCache | None = None
 
     @property
     def facts(self) -> tuple[str, str, str, int, str]:
         """:func:`probe.tensor_facts` of the object, read once."""
         if self._facts is None:
-            self._facts = probe.tensor_facts(self.obj)
+            shared = self.shared
+            self._facts = probe.tensor_facts(self.obj) if shared is None else shared(self.obj)
         return self._facts
 
     @property
@@ -139,6 +169,9 @@ class Scan:
         self.notes: list[str] = []
         self._visits = 0
         self._warned: set[str] = set()
+        self._walk_kinds: dict[int, tuple[type, int, bool]] = {}
+        self._facts = _FactsCache()
+        self._roots: tuple[Mapping[str, Any], list[tuple[str, Any, int]]] | None = None
 
     # -- collecting ---------------------------------------------------------------
 
@@ -158,7 +191,7 @@ class Scan:
         kind = _kind_of(obj)
         if kind is None:
             return None
-        entry = Entry(obj, path, where, kind, order=len(self.entries), **flags)
+        entry = Entry(obj, path, where, kind, order=len(self.entries), shared=self._facts, **flags)
         self.entries[id(obj)] = entry
         if kind == "module":
             entry.module = self._module_view(entry)
@@ -173,9 +206,13 @@ class Scan:
         if depth >= self.settings.max_depth:
             return
         inherited = {k: v for k, v in flags.items() if k in ("operand", "on_line")}
-        for step, child in self._children(parent.obj, format_path(parent.path)):
+        for step, child in self._children(parent.obj, parent.path):
             # Atoms first: up to max_objects x max_items children pass here.
-            if id(type(child)) in _ATOM_IDS or id(child) in self.entries:
+            if id(type(child)) in _ATOM_IDS:
+                continue
+            seen = self.entries.get(id(child))
+            if seen is not None:
+                self._claim(seen, parent, step, inherited)
                 continue
             if self._spent():
                 return
@@ -185,9 +222,21 @@ class Scan:
             if entry is not None:
                 entry.owner = parent
 
+    def _claim(self, entry: Entry, parent: Entry, step: tuple[str, Any], flags: dict) -> None:
+        """An object seen before (torch's frames hold ``batch[key]`` as ``input``)
+        found again in a container of the user's: the container names it, as the
+        user wrote it, and it shares the container's place on the failing line."""
+        if entry is parent or entry.named or entry.parent_kind or entry.owner is not None:
+            return
+        if parent.user and not entry.user:
+            entry.path, entry.where, entry.user = (*parent.path, step), parent.where, True
+            entry.owner = parent
+        entry.operand |= bool(flags.get("operand"))
+        entry.on_line |= bool(flags.get("on_line"))
+
     def _module_view(self, owner: Entry) -> ModuleView:
-        module, path, where = owner.obj, owner.path, owner.where
-        view = ModuleView()
+        module, path = owner.obj, owner.path
+        view = ModuleView(facts=self._facts)
         count = 0
         stack: list[tuple[Any, Path]] = [(module, ())]
         seen: set[int] = set()
@@ -218,7 +267,12 @@ class Scan:
         """A submodule scanned on its own (a failing layer) belongs to its model."""
         entry = self.entries.get(id(module))
         if entry is not None and entry is not owner and entry.owner is None and not entry.named:
-            entry.owner, entry.path, entry.where = owner, path, owner.where
+            entry.owner, entry.where = owner, owner.where
+            # What it holds was recorded under its old path (``self`` of its own
+            # frame, which every method frame shares): rebase it, or a layer's
+            # attention would become ``model.self_attn`` instead of
+            # ``model.layers[0].self_attn`` once ``model`` is named.
+            self._rebase(entry, path)
 
     def _module_level(self, module: Any, rel: Path, view: ModuleView) -> list[tuple[Any, Path]]:
         state = probe.module_dict(module)
@@ -233,22 +287,30 @@ class Scan:
         for name, child in _named_items(state.get("_modules"), self.settings.max_items):
             if child is not None:
                 children.append((child, (*rel, _child_step(container, name))))
-        for name, value in _named_items(state, self.settings.max_items):
-            if name in _MODULE_INTERNALS or name.startswith("_"):
-                continue
+        for name, value in _public_items(state, self.settings.max_items):
             if probe.is_tensor(value):
                 view.attributes.append(((*rel, ("attr", name)), value, module))
             elif probe.is_a(value, (list, tuple, dict)):
+                view.held.append(((*rel, ("attr", name)), value))
                 held = _held_modules(value, (*rel, ("attr", name)), self.settings.max_items)
                 if held:
                     view.plain_lists.append(((*rel, ("attr", name)), held, module))
+            elif probe.is_optimizer(value):
+                view.held.append(((*rel, ("attr", name)), value))
         return children
 
     def _record_part(self, tensor: Any, path: Path, owner: Entry, kind: str) -> None:
         entry = self.entries.get(id(tensor))
         if entry is None:
             self.entries[id(tensor)] = Entry(
-                tensor, path, owner.where, kind, parent_kind="module", order=len(self.entries), owner=owner
+                tensor,
+                path,
+                owner.where,
+                kind,
+                parent_kind="module",
+                order=len(self.entries),
+                owner=owner,
+                shared=self._facts,
             )
         elif not entry.parent_kind:
             # First seen as a bare operand (``pos_weight`` of F.binary_cross_entropy_...):
@@ -275,76 +337,163 @@ class Scan:
             wanted &= only
         if not wanted:
             return
-        queue: list[tuple[Any, Path, int, Any]] = []
         if not deep:
-            try:
-                items = list(namespace.items())
-            except Exception:
-                return
-            for key, value in items:
-                name = _plain_name(key)
-                public = name is not None and not name.startswith("_") and name not in SKIP_NAMES
-                if public and id(value) in wanted:
+            found = self._namespace_items(namespace, wanted)
+            # A deep search of the same namespace (later in this diagnosis) starts
+            # from its containers and modules: kept, so the namespace is read once.
+            self._roots = (namespace, [item for item in found if item[2] == _WALK])
+            for name, value, _ in found:
+                if id(value) in wanted:  # (two names for one object: the first wins)
                     wanted -= self._rename(self.entries[id(value)], (("name", name),))
             return
-        # Each object is queued once, when first reached (breadth first: by its
-        # shortest path), so every queued item costs exactly one visit and the
-        # queue never holds more than the visits left: a wide namespace (5,000
-        # lists of 200 items) cannot grow it to a million entries.
+        # Objects are named when first reached (breadth first: by their shortest
+        # path). Only objects with something below them (containers, modules,
+        # optimizers) are queued, each once, so every queued item costs exactly
+        # one visit and the queue never holds more than the visits left: a wide
+        # namespace (5,000 lists of 200 items) cannot grow it to a million
+        # entries, and 10,000 tensors in the namespace spend no visits at all.
         queued: set[int] = set()
+        queue: list[tuple[Any, Path, int]] = []
         dropped = False  # something was left unqueued for want of budget
         room = self.settings.max_objects - self._visits - len(self.entries)
-        for name, value in _namespace_items(namespace):
-            if id(value) in wanted:
-                wanted -= self._rename(self.entries[id(value)], (("name", name),))
-            if id(value) in queued:
+        if self._roots is not None and self._roots[0] is namespace:
+            roots = self._roots[1]  # what a top-level pass left: every wanted name is taken
+        else:
+            roots = self._namespace_items(namespace, wanted)
+        for name, value, category in roots:
+            key = id(value)
+            if key in wanted and category != _SKIP:
+                wanted -= self._rename(self.entries[key], (("name", name),))
+            if key in queued or category != _WALK:
                 continue
             if len(queue) >= room:
                 dropped = True  # it could never be visited within the budget
                 continue
-            queued.add(id(value))
-            queue.append((value, (("name", name),), 0, None))
+            queued.add(key)
+            queue.append((value, (("name", name),), 0))
         head = 0
+        max_depth = self.settings.max_depth
         while head < len(queue) and wanted and not self._spent():
-            obj, path, depth, parent = queue[head]
+            obj, path, depth = queue[head]
             head += 1
             self._visits += 1
-            if id(obj) in wanted:
-                entry = self.entries[id(obj)]
-                wanted -= self._rename(entry, path)
-                if parent is not None and _is_container(parent):
-                    entry.container = parent
-            if depth >= self.settings.max_depth:
-                continue
             room = self.settings.max_objects - self._visits - len(self.entries) - (len(queue) - head)
-            for step, child in self._children(obj, format_path(path)):
-                if id(type(child)) in _ATOM_IDS or id(child) in queued:
-                    continue  # an int cannot be wanted, and a seen object is queued
+            scanned = self.entries.get(id(obj))
+            view = scanned.module if scanned is not None and scanned.obj is obj else None
+            children: Iterable[tuple[Path, Any]]
+            if view is not None and not view.truncated:
+                # A module this scan has walked already: what it holds is known,
+                # by path, without reading a single __dict__ again.
+                children = self._view_children(view, wanted)
+                container = None
+            else:
+                children = (
+                    ((step,), child)
+                    for step, child in self._children(obj, path)
+                    if id(type(child)) not in _ATOM_IDS  # an int is never wanted, holds nothing
+                )
+                container = obj if _is_container(obj) else None
+            for steps, child in children:
+                key = id(child)
+                if key in wanted:
+                    entry = self.entries[key]
+                    wanted -= self._rename(entry, (*path, *steps))
+                    if container is not None:
+                        entry.container = container
+                below = depth + len(steps)
+                if below >= max_depth or key in queued or not self._walks(child):
+                    continue  # nothing below it is looked at (or it is queued already)
                 if room <= 0:
                     dropped = True
                     break
-                queued.add(id(child))
-                queue.append((child, (*path, step), depth + 1, obj))
+                queued.add(key)
+                queue.append((child, (*path, *steps), below))
                 room -= 1
         if dropped and wanted:
             self._note(_BUDGET_NOTE.format(self.settings.max_objects))
 
+    def _view_children(self, view: ModuleView, wanted: set[int]) -> list[tuple[Path, Any]]:
+        """What a scanned module holds that a naming walk needs, as (steps, object):
+        its wanted parts and submodules, and the containers it holds."""
+        parts = [
+            (rel, obj)
+            for rel, obj in (
+                *((rel, t) for rel, t, _ in view.registered),
+                *((rel, t) for rel, t, _ in view.attributes),
+                *view.submodules,
+            )
+            if id(obj) in wanted
+        ]
+        return parts + view.held
+
+    def _walks(self, obj: Any) -> bool:
+        """Whether a naming walk looks inside ``obj``."""
+        return self._type_facts(obj)[2]
+
+    def _type_facts(self, obj: Any) -> tuple[type, int, bool]:
+        """``(type, namespace category, walks)`` for ``obj`` (see :func:`_classify`),
+        decided once per type per scan: every test reads the type alone."""
+        kind = type(obj)
+        cached = self._walk_kinds.get(id(kind))
+        if cached is None:
+            # The type is kept beside its id so that the id cannot be reused
+            # while this scan lives; the scan, and so the cache, is transient.
+            cached = (kind, *_classify(obj))
+            self._walk_kinds[id(kind)] = cached
+        return cached
+
+    def _namespace_items(
+        self, namespace: Mapping[str, Any], wanted: set[int]
+    ) -> list[tuple[str, Any, int]]:
+        """``(name, value, category)`` for the public names worth a look: the wanted
+        objects and those with something inside (:data:`_WALK`). One pass, one dict
+        lookup per name for the common case (a tensor, an int, a function)."""
+        out: list[tuple[str, Any, int]] = []
+        try:
+            items = list(namespace.items())
+        except Exception:
+            return out
+        kinds = self._walk_kinds
+        for key, value in items:
+            cached = kinds.get(id(type(value))) or self._type_facts(value)
+            category = cached[1]
+            if category != _WALK and id(value) not in wanted:
+                continue
+            name = key if type(key) is str else _plain_name(key)
+            if name is None or name.startswith("_") or name in SKIP_NAMES:
+                continue
+            out.append((name, value, category))
+        return out
+
     def _rename(self, entry: Entry, path: Path) -> set[int]:
-        old = entry.path
-        entry.path, entry.named = path, True
-        entry.where = "namespace"
+        entry.named, entry.where = True, "namespace"
         renamed = {id(entry.obj)}
-        # What the entry holds was recorded under its old path: rebase it.
-        for key, other in self.entries.items():
-            if not other.named and _descends(other, entry) and other.path[: len(old)] == old:
-                other.path = (*path, *other.path[len(old) :])
-                other.named, other.where = True, "namespace"
-                renamed.add(key)
+        for key, other in self._rebase(entry, path):
+            other.named, other.where = True, "namespace"
+            renamed.add(key)
         return renamed
+
+    def _rebase(self, entry: Entry, path: Path) -> list[tuple[int, Entry]]:
+        """Gives ``entry`` the path ``path``, and the unnamed entries it holds
+        (recorded under its old path) the same prefix; returns those."""
+        old = entry.path
+        entry.path = path
+        size = len(old)
+        moved = []
+        for key, other in self.entries.items():
+            if (
+                other is not entry
+                and not other.named
+                and other.path[:size] == old
+                and _descends(other, entry)
+            ):
+                other.path = (*path, *other.path[size:])
+                moved.append((key, other))
+        return moved
 
     # -- children of one object -------------------------------------------------------
 
-    def _children(self, obj: Any, label: str) -> Iterator[tuple[tuple[str, Any], Any]]:
+    def _children(self, obj: Any, path: Path) -> Iterator[tuple[tuple[str, Any], Any]]:
         if probe.is_tensor(obj) or probe.is_a(obj, _UNWALKED_TYPES):
             return
         if probe.is_module(obj):
@@ -358,7 +507,7 @@ class Scan:
         if items is None:
             return
         if len(items) > limit:
-            self._note(f"{label}: only the first {limit} items were scanned")
+            self._note(f"{format_path(path)}: only the first {limit} items were scanned")
             items = items[:limit]
         yield from items
 
@@ -442,6 +591,39 @@ def _is_container(obj: Any) -> bool:
         return False
 
 
+#: What a naming walk does with a namespace value (see :func:`_classify`).
+_SKIP, _LEAF, _WALK = 0, 1, 2
+
+
+def _classify(obj: Any) -> tuple[int, bool]:
+    """``(category, walks)``, from ``type(obj)`` only (``callable`` reads the type).
+
+    ``walks``: :meth:`Scan._children` may find something inside (a module,
+    optimizer, container, mapping or dataclass). ``category``, for a namespace
+    value: :data:`_SKIP` for what is never named (atoms, classes, functions),
+    :data:`_WALK` when it walks, else :data:`_LEAF` (a tensor: named, not walked).
+    """
+    kind = type(obj)
+    if id(kind) in _ATOM_IDS:
+        return _SKIP, False
+    walks = _walkable(obj)
+    if probe.is_a(obj, type) or (callable(obj) and not probe.is_module(obj)):
+        return _SKIP, walks
+    return (_WALK if walks else _LEAF), walks
+
+
+def _walkable(obj: Any) -> bool:
+    if probe.is_tensor(obj) or probe.is_a(obj, _UNWALKED_TYPES):
+        return False
+    if probe.is_module(obj) or probe.is_optimizer(obj):
+        return True
+    kind = type(obj)
+    try:
+        return issubclass(kind, (list, tuple, dict, Mapping)) or dataclasses.is_dataclass(kind)
+    except Exception:
+        return False
+
+
 def _container_items(obj: Any, limit: int) -> list[tuple[tuple[str, Any], Any]] | None:
     """Up to ``limit`` (step, child) pairs of a container, or None if not one."""
     kind = type(obj)
@@ -507,14 +689,26 @@ def _keyed_items(mapping: Any, limit: int) -> list[tuple[str | int, Any]]:
 
 def _named_items(mapping: Any, limit: int) -> list[tuple[str, Any]]:
     """Dict items with plain ``str`` keys (module registries, ``__dict__``)."""
-    pairs = ((_plain_name(key), value) for key, value in _dict_items(mapping, limit))
-    return [(name, value) for name, value in pairs if name is not None]
+    out = []
+    for key, value in _dict_items(mapping, limit):
+        if type(key) is str:  # the common case, without a call
+            out.append((key, value))
+        else:
+            name = _plain_name(key)
+            if name is not None:
+                out.append((name, value))
+    return out
 
 
 def _dict_items(mapping: Any, limit: int) -> list[tuple[Any, Any]]:
     if not probe.is_a(mapping, dict):
         return []
-    out = []
+    try:
+        # dict's own C-level view: a subclass's items() is never called.
+        return list(itertools.islice(dict.items(mapping), limit))
+    except Exception:
+        pass
+    out: list[tuple[Any, Any]] = []  # changed during iteration (another thread)
     try:
         for key, value in dict.items(mapping):
             if len(out) >= limit:
@@ -543,10 +737,24 @@ def _module_children(module: Any, limit: int) -> Iterator[tuple[tuple[str, Any],
         for name, tensor in _named_items(state.get(slot), limit):
             if tensor is not None:
                 yield ("attr", name), tensor
-    for name, value in _named_items(state, limit):
-        if not name.startswith("_") and name not in _MODULE_INTERNALS:
-            if probe.is_tensor(value) or probe.is_a(value, (list, tuple, dict)) or probe.is_optimizer(value):
-                yield ("attr", name), value
+    for name, value in _public_items(state, limit):
+        if probe.is_tensor(value) or probe.is_a(value, (list, tuple, dict)) or probe.is_optimizer(value):
+            yield ("attr", name), value
+
+
+def _public_items(state: Any, limit: int) -> list[tuple[str, Any]]:
+    """A module's public instance attributes that may hold something: names not
+    starting with ``_`` nor torch's machinery, atoms (ints, floats, strings)
+    left out. Every module of a model pays this: it is kept to one pass."""
+    out = []
+    for key, value in _dict_items(state, limit):
+        if type(key) is not str:
+            key = _plain_name(key)
+            if key is None:
+                continue
+        if key[:1] != "_" and id(type(value)) not in _ATOM_IDS and key not in _MODULE_INTERNALS:
+            out.append((key, value))
+    return out
 
 
 def _held_modules(value: Any, path: Path, limit: int) -> list[tuple[Path, Any]]:
@@ -562,7 +770,7 @@ def _dispatch_device(device_map: Any) -> str:
         if type(value) is int:
             return f"cuda:{value}"
         if type(value) is str and value not in ("disk",):
-            return value if ":" in value or value in ("cpu", "meta", "mps") else value
+            return value
         return probe.device_str(value)
     return ""
 
@@ -592,27 +800,13 @@ def _optimizer_view(opt: Any) -> OptimizerView:
     return view
 
 
-def _namespace_items(namespace: Mapping[str, Any]) -> list[tuple[str, Any]]:
-    out = []
-    try:
-        items = list(namespace.items())
-    except Exception:
-        return out
-    for key, value in items:
-        name = _plain_name(key)
-        if name is None or name.startswith("_") or name in SKIP_NAMES:
-            continue
-        if probe.is_a(value, type) or callable(value) and not probe.is_module(value):
-            continue
-        out.append((name, value))
-    return out
-
-
-def shares_of(tensors: Any) -> tuple[DeviceShare, ...]:
+def shares_of(
+    tensors: Any, facts: Callable[[Any], tuple[str, str, str, int, str]] = probe.tensor_facts
+) -> tuple[DeviceShare, ...]:
     counts: Counter[str] = Counter()
     sizes: Counter[str] = Counter()
     for tensor in tensors:
-        device, _, _, nbytes, _ = probe.tensor_facts(tensor)
+        device, _, _, nbytes, _ = facts(tensor)
         counts[device] += 1
         sizes[device] += nbytes
     ordered = sorted(counts, key=lambda d: (-counts[d], -sizes[d], d))

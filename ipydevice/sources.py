@@ -148,6 +148,19 @@ def _is_factory(node: ast.AST) -> bool:
     return name in FACTORIES and base == "torch"
 
 
+def copy_node(node: Any) -> Any:
+    """``copy.deepcopy`` of an AST node that shares the expression contexts.
+
+    The parser shares one ``ast.Load()`` (and ``Store``, ``Del``) between every
+    tree it builds, and IPython's tracebacks (``executing``, through stack_data)
+    set ``.parent`` on every node they walk, shared contexts included: a plain
+    deepcopy then follows ``Load().parent`` into a whole foreign module tree
+    (100,000 nodes of torch's source, ~150 ms) on every copy.
+    """
+    memo = {id(n): n for n in ast.walk(node) if isinstance(n, ast.expr_context)}
+    return copy.deepcopy(node, memo)
+
+
 def _device_expression(view: FrameView, target: str) -> str:
     """``x.device`` when an argument of the function is already there, else a literal."""
     for arg, value in view.arguments():
@@ -168,7 +181,7 @@ def _edit(view: FrameView, stmt: ast.stmt, offset: int, change: Any, title: str)
 def _apply_edit(
     filename: str, lines: list[str], stmt: ast.stmt, offset: int, change: Any, title: str
 ) -> Fix | None:
-    node = copy.deepcopy(stmt)
+    node = copy_node(stmt)
     ast.increment_lineno(node, offset)
     start, end = node.lineno, node.end_lineno or node.lineno
     try:
@@ -379,7 +392,7 @@ def _keyword_adder(call: ast.Call, stmt: ast.stmt, keyword: str) -> Any:
     (``node`` is ``stmt`` moved to its real lines; the call moves with it)."""
 
     def change(lines: list[str], node: ast.AST) -> list[str]:
-        moved = copy.deepcopy(call)
+        moved = copy_node(call)
         ast.increment_lineno(moved, node.lineno - stmt.lineno)
         return add_keyword(lines, moved, keyword)
 

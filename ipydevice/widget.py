@@ -198,7 +198,11 @@ def _guarded(
         try:
             callback(button)
         except Exception as exc:
-            say(f"ipydevice could not do that: {type(exc).__name__}: {exc}", False)
+            try:
+                detail = str(exc)
+            except Exception:  # an exception whose message cannot be read
+                detail = "?"
+            say(f"ipydevice could not do that: {type(exc).__name__}: {detail}", False)
 
     return run
 

@@ -1135,6 +1135,282 @@ def _dc_tripwire_fields() -> Any:
     return BatchWithRaisingProperty(Tripwire(), [Tripwire(), torch.ones(2)])
 
 
+# -- more of what notebooks hold (issue 6) ----------------------------------------------------
+
+
+@tripwired
+class ForwardingProxy:
+    """A wrapt-style ``ObjectProxy``: ``__class__`` and every attribute are the
+    wrapped object's (``isinstance(proxy, torch.Tensor)`` is True), found through
+    ``__getattr__``; only ``type(proxy)`` tells the truth."""
+
+    def __init__(self, wrapped: Any) -> None:
+        object.__setattr__(self, "__wrapped__", wrapped)
+
+    @property  # type: ignore[misc]
+    def __class__(self) -> type:
+        return type(object.__getattribute__(self, "__wrapped__"))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(object.__getattribute__(self, "__wrapped__"), name)
+
+
+@case("proxy_forwarding_to_tensor")
+def _proxy_tensor() -> Any:
+    return ForwardingProxy(torch.ones(2, 3))
+
+
+@case("proxy_forwarding_to_module")
+def _proxy_module() -> Any:
+    return ForwardingProxy(Small())
+
+
+@case("proxy_forwarding_to_dict_of_tensors")
+def _proxy_dict() -> Any:
+    return ForwardingProxy({"inputs": torch.ones(2), "hostile": Tripwire()})
+
+
+@case("numpy_object_array_of_tensors")
+def _numpy_objects() -> Any:
+    import numpy as np
+
+    array = np.empty(4, dtype=object)
+    for index, item in enumerate((torch.ones(2), Tripwire(), torch.zeros(3), None)):
+        array[index] = item  # one by one: a slice assignment would read each as an array
+    return array
+
+
+@case("memoryview")
+def _memoryview() -> Any:
+    return memoryview(bytearray(b"x" * 4096))
+
+
+@case("array_array")
+def _array() -> Any:
+    import array
+
+    return array.array("d", range(100_000))
+
+
+@case("pandas_tensor_column_10k", "big")
+def _frame_big() -> Any:
+    import pandas as pd
+
+    column = pd.Series([torch.ones(1) for _ in range(10_000)], dtype=object)
+    return pd.DataFrame({"t": column, "n": range(10_000)})
+
+
+@case("generator_mid_iteration")
+def _generator_mid() -> Any:
+    def batches() -> Iterator[Any]:
+        held = [torch.ones(2), Tripwire()]  # alive in the suspended frame
+        for index in range(10):
+            yield held[0] + index
+
+    gen = batches()
+    next(gen)
+    return gen
+
+
+@case("module_list_10000_children", "module", "big")
+def _ten_thousand_children() -> Any:
+    # Identity layers (a Linear costs 0.1 ms to build), the last one with a parameter:
+    # beyond max_modules, where a walk must stop.
+    layers = nn.ModuleList(nn.Identity() for _ in range(9_999))
+    layers.append(Small())
+    return layers
+
+
+class RaisingHooks(Small):
+    pass
+
+
+@case("module_forward_hooks_raise", "module")
+def _hooks_raise() -> Any:
+    module = RaisingHooks()
+
+    def hook(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("a hook that must never run")
+
+    module.register_forward_hook(hook)
+    module.register_forward_pre_hook(hook)
+    module.register_full_backward_hook(hook)
+    return module
+
+
+@case("torch_size")
+def _size() -> Any:
+    return torch.Size([3, 4, 5])
+
+
+@case("torch_dtype_and_device_objects")
+def _dtype_device() -> Any:
+    return [torch.float32, torch.device("cuda:0"), torch.device("meta"), torch.strided]
+
+
+@case("grad_fn_chain_10k", "tensor", "big")
+def _grad_chain() -> Any:
+    leaf = torch.ones(2, requires_grad=True)
+    node = leaf
+    for _ in range(10_000):
+        node = node * 1.0
+    return node
+
+
+class GetattributeTensor(torch.Tensor):
+    """Every public attribute read through ``__getattribute__`` raises; torch's
+    C-level getters (``type(t).device.__get__``) still work."""
+
+    def __getattribute__(self, name: str) -> Any:
+        if not name.startswith("_"):
+            raise RuntimeError(f"__getattribute__ refused {name}")
+        return super().__getattribute__(name)
+
+
+@case("tensor_overriding_getattribute", "tensor")
+def _getattribute_tensor() -> Any:
+    return torch.ones(2).as_subclass(GetattributeTensor)
+
+
+class _Fields(NamedTuple):
+    inputs: Any
+    labels: Any
+
+
+class RaisingFields(_Fields):
+    """A namedtuple whose field access raises (a property over each field)."""
+
+    @property  # type: ignore[misc]
+    def inputs(self) -> Any:
+        raise RuntimeError("inputs refused")
+
+    @property  # type: ignore[misc]
+    def labels(self) -> Any:
+        raise RuntimeError("labels refused")
+
+
+@case("namedtuple_field_access_raises")
+def _raising_fields() -> Any:
+    return RaisingFields(torch.ones(2), torch.zeros(2))
+
+
+@tripwired
+class Unequal:
+    """``__eq__``, ``__hash__`` and ``__len__`` raise (tripwires) but it is hashable
+    by identity for dict values and list items."""
+
+
+@case("raising_eq_hash_len_in_containers")
+def _unequal() -> Any:
+    items = [Unequal(), torch.ones(2), Unequal()]
+    return {"list": items, "tuple": tuple(items), "dict": {"a": Unequal(), "t": torch.ones(3)}}
+
+
+@case("dict_1m_int_keys", "big")
+def _million_keys() -> Any:
+    found: dict[Any, Any] = dict.fromkeys(range(1_000_000), 0)
+    found["tensor"] = torch.ones(2)
+    return found
+
+
+@case("set_of_tensors")
+def _set() -> Any:
+    return {torch.ones(2), torch.zeros(3), KeyTripwire()}
+
+
+@case("frozenset_of_tensors")
+def _frozenset() -> Any:
+    return frozenset({torch.ones(2), KeyTripwire()})
+
+
+@case("deque_of_10k_tensors", "big")
+def _deque() -> Any:
+    return collections.deque(torch.zeros(1000).unbind() * 10)
+
+
+class Colour(enum.Enum):
+    RED = 1
+    GREEN = (2, "green")
+
+
+@case("enum_member")
+def _enum() -> Any:
+    return [Colour.RED, Colour.GREEN, Key.INPUTS]
+
+
+@tripwired
+class Slotted:
+    """``__slots__`` and no ``__dict__``: ``vars()`` raises, attributes are descriptors."""
+
+    __slots__ = ("hostile", "inputs")
+
+    def __init__(self) -> None:
+        self.inputs = torch.ones(2)
+        self.hostile = Tripwire()
+
+
+@case("slots_without_dict")
+def _slots() -> Any:
+    return Slotted()
+
+
+class ReplacedDict(Small):
+    pass
+
+
+@case("module_dict_replaced", "module")
+def _module_dict_replaced() -> Any:
+    module = ReplacedDict()
+    # No _parameters, _buffers or _modules any more: torch's own code would fail.
+    object.__setattr__(module, "__dict__", {"weight": torch.ones(2), "training": True})
+    return module
+
+
+@case("module_dict_replaced_by_subclass", "module")
+def _module_dict_subclass() -> Any:
+    module = ReplacedDict()
+    replacement = HostileDict()
+    dict.update(replacement, dict.items(module.__dict__))
+    dict.__setitem__(replacement, "extra", [Tripwire(), torch.ones(2)])
+    object.__setattr__(module, "__dict__", replacement)
+    return module
+
+
+@case("weakkeydictionary_of_tensors")
+def _weak_keys() -> Any:
+    found: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+    key = torch.ones(1)
+    _KEEP.append(key)
+    found[key] = torch.ones(2)
+    return found
+
+
+@case("chainmap_and_mappingproxy")
+def _chain() -> Any:
+    return [
+        collections.ChainMap({"a": torch.ones(2)}, {"b": Tripwire()}),
+        types.MappingProxyType({"t": torch.ones(2)}),
+    ]
+
+
+@case("bound_method_of_module", "module")
+def _bound_method() -> Any:
+    return Small().forward
+
+
+@case("functools_partial_holding_tensors")
+def _partial() -> Any:
+    import functools
+
+    return functools.partial(torch.add, torch.ones(2), alpha=2)
+
+
+@case("lambda_closing_over_tensor")
+def _closure() -> Any:
+    held = torch.ones(2)
+    return lambda: held
+
+
 # -- checks -----------------------------------------------------------------------------------
 
 #: Leaf types a snapshot may hold: exactly these (a ``str`` subclass is a user object).
@@ -1175,5 +1451,5 @@ def assert_plain(value: Any) -> None:
 
 
 # Checked at import: the corpus size is part of the contract (see module docstring).
-assert len(CASES) >= 40, len(CASES)
+assert len(CASES) >= 100, len(CASES)
 assert len({c.id for c in CASES}) == len(CASES)

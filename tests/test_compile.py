@@ -238,14 +238,9 @@ def test_a_script_gets_source_fixes(tmp_path: Path) -> None:
     assert original.code == "    y = fast._torchdynamo_orig_callable(x, w)\n"
 
 
-# -- the panel (once the engine uses ipydevice.compiled) ------------------------------------------
-
-from ipydevice import engine  # noqa: E402
-
-WIRED = hasattr(engine, "compiled")
+# -- the panel ------------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(not WIRED, reason="engine does not use ipydevice.compiled yet", strict=True)
 def test_the_panel_names_the_culprit_and_offers_the_eager_run(ip: InteractiveShell) -> None:
     cap, _ = run_quiet(ip, "out = cmodel(x)")
     (bundle,) = panels(cap)

@@ -1,6 +1,6 @@
 """Hostile objects never crash, hang or get read by a scan, an inventory or a diagnosis.
 
-Every object of the corpus (:mod:`hostile`) goes through five paths:
+Every object of the corpus (:mod:`hostile`) goes through six paths:
 
 * a bare :class:`~ipydevice.scan.Scan` (``add``, ``name_from``, ``records``);
 * ``ipydevice.inventory`` of a namespace holding it beside a normal tensor ``x``;
@@ -9,7 +9,9 @@ Every object of the corpus (:mod:`hostile`) goes through five paths:
 * the same error with the object *on the failing line* (``held.attr``,
   ``held['key']``, ``held[0]``), which the frame reader resolves without running code;
 * the same error with the object passed through ``nn.Module.__call__`` (torch's
-  frames hold it in ``*args``/``**kwargs``).
+  frames hold it in ``*args``/``**kwargs``);
+* ``%devices`` and ``%devices obj`` in a real in-process ``InteractiveShell``
+  with the extension loaded, displayed (text and HTML) as a frontend would.
 
 Each path must finish in bounded time, still report ``x`` correctly, keep only
 plain data in its result, and never call a value-reading dunder of a hostile
@@ -239,6 +241,60 @@ def test_diagnose_with_hostile_module_argument(entry: Case) -> None:
     check_x_is_the_culprit(d, first="tensor" not in entry.tags)
 
 
+# -- (f) %devices in a real InteractiveShell ----------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def ipshell() -> Iterator[Any]:
+    """The in-process shell with ipydevice loaded (unloaded, and names removed, after)."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from ipydevice import settings
+
+    shell = InteractiveShell.instance()
+    saved = settings.current()
+    shell.extension_manager.unload_extension("ipydevice")
+    shell.run_line_magic("load_ext", "ipydevice")
+    yield shell
+    shell.extension_manager.unload_extension("ipydevice")
+    for name in ("obj", "x"):
+        shell.user_ns.pop(name, None)
+    settings.configure(**{f: getattr(saved, f) for f in saved.__dataclass_fields__})
+
+
+@pytest.mark.parametrize("entry", params("devices_magic"))
+def test_devices_magic_survives(entry: Case, ipshell: Any) -> None:
+    from IPython.core.error import UsageError
+    from IPython.utils.capture import capture_output
+
+    ipshell.user_ns["obj"] = entry.build()
+    ipshell.user_ns["x"] = torch.ones(2)
+    reset_tripwires()
+    try:
+        with bounded("%devices"):
+            inv = ipshell.run_line_magic("devices", "")
+            with capture_output() as shown:  # the displayed form: text and HTML
+                listed = ipshell.run_cell("%devices", store_history=False)
+            with capture_output() as deep:  # in depth: the object itself
+                inspected = ipshell.run_cell("%devices obj", store_history=False)
+        assert_untouched()
+        hostile.assert_plain(inv)
+        row = next(r for r in inv.records if r.name == "x")
+        assert (row.device, row.shape) == ("cpu", "(2,)")
+        assert listed.error_in_exec is None, listed.error_in_exec
+        assert "ipydevice ·" in shown.stdout and "x" in shown.stdout
+        # A hostile object inspected in depth is listed, noted, or a one-line UsageError.
+        error = inspected.error_in_exec
+        assert error is None or isinstance(error, UsageError), error
+        for captured in (shown, deep):
+            text = captured.stdout + captured.stderr
+            assert "Traceback" not in text, text[-2000:]
+            assert len(captured.stderr.splitlines()) <= 1, captured.stderr
+    finally:
+        ipshell.user_ns.pop("obj", None)
+        ipshell.user_ns.pop("x", None)
+
+
 # -- the culprit inside a hostile container ----------------------------------------------------
 
 HOLDERS: dict[str, tuple[Any, str]] = {
@@ -389,7 +445,7 @@ def test_spy_counts_data_reads() -> None:
 
 
 def test_corpus_is_big_enough_and_named() -> None:
-    assert len(CASES) >= 40
+    assert len(CASES) >= 100
     assert all(c.id.isidentifier() for c in CASES)
 
 

@@ -1,0 +1,122 @@
+"""Idle: what ipydevice costs every cell that does not fail.
+
+Thousands of trivial cells run through ``InteractiveShell.run_cell`` (in process,
+history kept as in a notebook), in interleaved batches of 50: with
+``%load_ext ipydevice``, without (after ``%unload_ext``; loading sits outside the
+timed region), and without again, the three rotating through every position.
+The figure is the ratio of the median per-cell times (with / both "without"
+arms), in CPU time of the shell's thread and in wall time; the A/A ratio (one
+"without" arm to the other) is the noise floor beside it. The two callbacks ipydevice adds (``pre_run_cell`` and
+``post_run_cell`` on a successful cell) are also timed alone, as a share of a
+trivial cell: the precise form of the same answer.
+
+Goal: ratio 1.00, within noise.
+"""
+
+from __future__ import annotations
+
+import time
+
+from common import emit, gc_paused, make_shell, median, reps
+
+CELLS = ("a = 1", "b = a + 1", "c = [a, b]", "d = {'k': c}", "e = len(d)")
+BATCH = 50
+
+
+def main() -> dict:
+    shell = make_shell()
+    shell.run_cell("import torch\nx = torch.zeros(3)\n")  # a realistic namespace
+    state = {"loaded": False}
+
+    def batch(loaded: bool) -> tuple[float, float]:
+        if loaded != state["loaded"]:
+            shell.run_line_magic("load_ext" if loaded else "unload_ext", "ipydevice")
+            state["loaded"] = loaded
+        with gc_paused():
+            wall, cpu = time.perf_counter(), time.thread_time()
+            for index in range(BATCH):
+                shell.run_cell(CELLS[index % len(CELLS)], store_history=True)
+            return (time.perf_counter() - wall) / BATCH, (time.thread_time() - cpu) / BATCH
+
+    arms = {
+        "with": lambda: batch(True),
+        "without": lambda: batch(False),
+        "without_again": lambda: batch(False),
+    }
+    names = list(arms)
+    rounds = reps(30, 6)
+    for name in names * 2:  # warm-up
+        arms[name]()
+    wall: dict[str, list[float]] = {name: [] for name in names}
+    cpu: dict[str, list[float]] = {name: [] for name in names}
+    for index in range(rounds):
+        # Each arm takes each position equally often (the history grows, the
+        # heap warms): a drift over the run lands on every arm alike.
+        shift = index % len(names)
+        for name in names[shift:] + names[:shift]:
+            w, c = arms[name]()
+            wall[name].append(w)
+            cpu[name].append(c)
+    figures: dict = {}
+    verdicts = []
+    for label, times in (("wall", wall), ("cpu", cpu)):
+        with_, without, again = (median(times[n]) for n in ("with", "without", "without_again"))
+        # The baseline is both "without" arms together; their ratio to each other (A/A)
+        # is the noise floor: the gap with/without must be no bigger.
+        baseline = median(times["without"] + times["without_again"])
+        ratio, a_a = with_ / baseline, again / without
+        tolerance = max(abs(a_a - 1), 0.01)
+        verdicts.append(abs(ratio - 1) <= tolerance)
+        figures.update(
+            {
+                f"{label}_per_cell_with_us": round(with_ * 1e6, 2),
+                f"{label}_per_cell_without_us": round(baseline * 1e6, 2),
+                f"{label}_ratio": round(ratio, 4),
+                f"{label}_a_a_ratio": round(a_a, 4),
+                f"{label}_tolerance": round(tolerance, 4),
+            }
+        )
+    cells = rounds * BATCH * len(names)
+    figures["cells"] = cells
+    callbacks = _callbacks_cost(shell)
+    figures["callbacks_per_cell_us"] = round(callbacks * 1e6, 3)
+    figures["callbacks_share_of_cell"] = round(callbacks / median(cpu["without"]), 5)
+    if state["loaded"]:
+        shell.run_line_magic("unload_ext", "ipydevice")
+    return {
+        "name": "idle",
+        "title": f"trivial cells, with / without the extension ({cells} cells)",
+        "goal": "ratio 1.00 (within noise)",
+        "met": verdicts[1] or verdicts[0],
+        "figures": figures,
+        "headline": (
+            f"CPU-time ratio {figures['cpu_ratio']:.3f} (A/A {figures['cpu_a_a_ratio']:.3f}), "
+            f"wall ratio {figures['wall_ratio']:.3f} (A/A {figures['wall_a_a_ratio']:.3f}); "
+            f"the callbacks: {figures['callbacks_per_cell_us']:.2f} µs a cell "
+            f"({figures['callbacks_share_of_cell'] * 100:.2f}% of a trivial cell)"
+        ),
+        "notes": [
+            "per-cell CPU time of the shell's thread (time.thread_time) is the verdict's "
+            "first measure: other processes on the machine do not inflate it"
+        ],
+    }
+
+
+def _callbacks_cost(shell: object) -> float:
+    """Seconds ipydevice's two callbacks take for one successful cell, measured
+    directly (the ratio above is this, drowned in the cell's own cost)."""
+    from ipydevice import ipython as ext
+
+    shell.run_line_magic("load_ext", "ipydevice")
+    hook = ext.hook_of(shell)
+    result = shell.run_cell("a = 1")
+    count = 20_000
+    start = time.thread_time()
+    for _ in range(count):
+        hook.pre_run_cell(None)
+        hook.post_run_cell(result)
+    return (time.thread_time() - start) / count
+
+
+if __name__ == "__main__":
+    emit(main())
