@@ -219,8 +219,11 @@ def _the_model(modules: list[Entry]) -> Entry | None:
     return max(with_params, key=lambda e: len(e.module.registered))  # type: ignore[union-attr]
 
 
-def module_problems(entry: Entry) -> list[Problem]:
-    """Split devices, unregistered tensors, plain lists, factories, dispatch."""
+def module_problems(entry: Entry, factories: bool = True) -> list[Problem]:
+    """Split devices, unregistered tensors, plain lists, factories, dispatch.
+
+    ``factories=False`` skips reading the classes' source (the error path finds
+    factory calls from the failing frame instead)."""
     view = entry.module
     assert view is not None
     base = format_path(entry.path)
@@ -234,7 +237,8 @@ def module_problems(entry: Entry) -> list[Problem]:
         out.append(_unregistered(entry, rel, tensor, owner, majority))
     for rel, members, owner in view.plain_lists:
         out.append(_plain_list(entry, rel, members, owner, majority))
-    out.extend(_factories(entry, base))
+    if factories:
+        out.extend(_factories(entry, base))
     return out
 
 

@@ -179,7 +179,7 @@ def _with_audits(analysis: Analysis, fixes: tuple[Fix, ...]) -> tuple[tuple[Find
     causes = list(analysis.causes)
     extra = list(fixes)
     entries = [e for e in (analysis.top_module, analysis.failing_module) if e is not None]
-    problems = [p for e in dict.fromkeys(entries) for p in module_problems(e)]
+    problems = [p for e in dict.fromkeys(entries) for p in module_problems(e, factories=False)]
     problems += [p for c in analysis.found if c.owner is not None and c.owner.optimizer is not None for p in problems_of([c.owner])]
     known = {(c.name, c.rule) for c in causes} | {(c.name, c.rule) for c in analysis.culprits}
     for problem in problems:

@@ -59,7 +59,6 @@ from __future__ import annotations
 import ast
 import contextlib
 import dataclasses
-import html
 import re
 import sys
 from collections.abc import Callable, Mapping
@@ -239,14 +238,16 @@ def panel_bundle(diagnosis: Diagnosis, terminal: bool = False) -> dict[str, str]
 
 def watch_bundle(checkup: Checkup) -> dict[str, str]:
     """Watch mode's one short display: a line per problem and its first fix."""
+    from html import escape  # lazily: %load_ext stays light
+
     lines, items = [], []
     for problem, fix in zip(checkup.problems, _fix_per_problem(checkup), strict=True):
         code = fix.code.splitlines()[0] if fix is not None and fix.code else ""
         lines.append(f"ipydevice · watch: `{problem.name}` {problem.why}")
-        item = f"<code>{html.escape(problem.name)}</code> {html.escape(problem.why)}"
+        item = f"<code>{escape(problem.name)}</code> {escape(problem.why)}"
         if code:
             lines.append(f"    {code}")
-            item += f' <code style="white-space:pre">{html.escape(code)}</code>'
+            item += f' <code style="white-space:pre">{escape(code)}</code>'
         items.append(f"<div>{item}</div>")
     style = (
         "border-left:3px solid #e8590c;padding:2px 8px;margin:2px 0;"

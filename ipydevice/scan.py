@@ -287,6 +287,8 @@ class Scan:
         for name, child in _named_items(state.get("_modules"), self.settings.max_items):
             if child is not None:
                 children.append((child, (*rel, _child_step(container, name))))
+        if _only_usual_attributes(module, state):
+            return children  # nn.Linear & co. with nothing the user added
         for name, value in _public_items(state, self.settings.max_items):
             if probe.is_tensor(value):
                 view.attributes.append(((*rel, ("attr", name)), value, module))
@@ -740,6 +742,31 @@ def _module_children(module: Any, limit: int) -> Iterator[tuple[tuple[str, Any],
     for name, value in _public_items(state, limit):
         if probe.is_tensor(value) or probe.is_a(value, (list, tuple, dict)) or probe.is_optimizer(value):
             yield ("attr", name), value
+
+
+_USUAL_ATTRIBUTES: dict[int, frozenset[str]] = {}
+
+
+def _only_usual_attributes(module: Any, state: dict) -> bool:
+    """True when a torch module class's instance holds only the attributes its
+    class always sets (``in_features``, ``eps``...): nothing for the attribute
+    walk to find. Most modules of a big model are such (``nn.Linear``), and the
+    check is one C-level key-set comparison.
+
+    The usual set of a class is learnt from its first instance seen holding no
+    tensor, list or dict outside the registries; an instance with any other
+    attribute (``model.cache = ...`` on an ``nn.Linear``) is walked.
+    """
+    kind = type(module)
+    module_name = kind.__dict__.get("__module__", "")
+    if not (isinstance(module_name, str) and module_name.startswith("torch.")):
+        return False
+    usual = _USUAL_ATTRIBUTES.get(id(kind))
+    if usual is not None:
+        return state.keys() <= usual
+    if all(key[:1] == "_" or id(type(value)) in _ATOM_IDS for key, value in _dict_items(state, 256) if type(key) is str):
+        _USUAL_ATTRIBUTES[id(kind)] = frozenset(key for key in state if type(key) is str)
+    return False
 
 
 def _public_items(state: Any, limit: int) -> list[tuple[str, Any]]:

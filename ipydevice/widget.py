@@ -133,20 +133,23 @@ def _header_html(d: Diagnosis) -> str:
     return f'<div style="{ROOT_STYLE.split(";border-left")[0]}">{header_html(d)}{table}</div>'
 
 def _details(d: Diagnosis) -> Any:
-    """Every object of the snapshot, folded."""
+    """Every object of the snapshot, folded (an HTML ``<details>``: one widget, not
+    an Accordion of four)."""
     import ipywidgets as w
 
     records = ordered_records(d)
     if len(records) <= len(d.culprits):
         return None
     table = table_html(records, {f.name for f in d.culprits}, len(records))
-    body = w.HTML(f'<div style="overflow-x:auto;max-width:100%">{table}</div>')
     notes = "".join(f'<div style="opacity:0.75">note: {html.escape(n)}</div>' for n in d.notes)
-    box = w.Accordion(children=[w.VBox([body, w.HTML(notes)])], selected_index=None)
-    box.set_title(0, f"All {len(records)} objects involved")
+    body = (
+        f'<details class="ipydevice-details"><summary style="cursor:pointer;font-weight:600">'
+        f"All {len(records)} objects involved</summary>"
+        f'<div style="overflow-x:auto;max-width:100%">{table}</div>{notes}</details>'
+    )
+    box = w.HTML(body)
     box.add_class("ipydevice-details")
     return box
-
 
 def _fix_box(
     number: int,
