@@ -7,8 +7,11 @@ problems ``%devices`` lists, and the causes an error panel shows.
 
 * modules: parameters and buffers split across devices (outliers named by path);
   tensor attributes ``.to()`` never moves (``register_buffer``); submodules in
-  plain lists or dicts (``nn.ModuleList``); factory calls without ``device=`` in
-  the methods of the user's module classes (read with ``ast``, never run);
+  plain lists or dicts (``nn.ModuleList``); in the methods of the user's module
+  classes (read with ``ast``, never run), calls that leave tensors off the model's
+  device: factories without ``device=``, ``torch.from_numpy`` and tokenizer calls
+  not moved on the spot, ``torch.load`` without ``map_location`` (rule
+  ``factory_without_device``);
 * dispatched models (``hf_device_map``): never ``.to()``, inputs go to the first
   execution device;
 * optimizers: state away from its parameters (``step`` exempt unless capturable
@@ -310,7 +313,7 @@ def _factories(entry: Entry, base: str) -> list[Problem]:
     out = []
     for cls in sorted(classes, key=lambda c: c.__qualname__)[:50]:
         for label, fix in factory_fixes(cls):
-            why = f"`{fix.original.strip()}` makes a tensor without device=: it lands on the default device, not the model's"
+            why = f"`{fix.original.strip()}` can leave a tensor off the model's device: {fix.title.split(' in ')[0].lower()}"
             finding = Finding(label, "", "source", entry.where, why, rule="factory_without_device", location=fix.location)
             out.append(Problem(finding, (fix,)))
     return out

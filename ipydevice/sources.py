@@ -367,15 +367,66 @@ def _factories_in(code: Any, label: str) -> list[tuple[str, Fix]]:
     args = [a for a in code.co_varnames[1 : code.co_argcount] if a.isidentifier()]
     device = f"{args[0]}.device" if args else "next(self.parameters()).device"
     out = []
+    moved = _moved_calls(tree)
     for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and _is_factory(node) and not any(k.arg == "device" for k in node.keywords):
-            stmt = _statement_of(tree, node)
-            if stmt is None:
-                continue
-            fix = _apply_edit(code.co_filename, lines, stmt, offset, _keyword_adder(node, stmt, f"device={device}"), f"Create the tensor on the input's device in {label}")
-            if fix is not None:
-                out.append((label, fix))
+        if not isinstance(node, ast.Call):
+            continue
+        edit = _stray_source(node, moved, device)
+        stmt = _statement_of(tree, node) if edit is not None else None
+        if edit is None or stmt is None:
+            continue
+        change, title = edit
+        fix = _apply_edit(code.co_filename, lines, stmt, offset, _shifted(change, node, stmt), f"{title} in {label}")
+        if fix is not None:
+            out.append((label, fix))
     return out
+
+
+def _moved_calls(tree: ast.AST) -> set[int]:
+    """Calls whose result is moved on the spot (``f(...).to(d)``, ``.cuda()``)."""
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("to", "cuda"):
+            out.add(id(node.func.value))
+    return out
+
+
+def _stray_source(call: ast.Call, moved: set[int], device: str) -> tuple[Any, str] | None:
+    """How a call can leave a tensor off the model's device, and the edit that fixes it.
+
+    Factories without ``device=``; ``torch.from_numpy`` and tokenizer calls
+    (``return_tensors=...``), which always give CPU tensors; ``torch.load``
+    without ``map_location``. Calls moved on the spot are fine.
+    """
+    if id(call) in moved:
+        return None
+    keywords = {k.arg for k in call.keywords}
+    func = call.func
+    name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+    base = func.value.id if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) else ""
+    if _is_factory(call) and "device" not in keywords:
+        return ("keyword", f"device={device}"), "Create the tensor on the input's device"
+    if base == "torch" and name == "from_numpy":
+        return ("move", device), "Move the array's tensor (always on the CPU) to the model's device"
+    if "return_tensors" in keywords:
+        return ("move", device), "Move the tokenizer's tensors (always on the CPU) to the model's device"
+    if base == "torch" and name == "load" and "map_location" not in keywords:
+        return ("keyword", f"map_location={device}"), "Load the checkpoint onto the model's device, not where it was saved"
+    return None
+
+
+def _shifted(change: tuple[str, str], call: ast.Call, stmt: ast.stmt) -> Any:
+    """An edit for :func:`_apply_edit`, applied to ``call`` moved with ``stmt``."""
+    kind, text = change
+
+    def edit(lines: list[str], node: ast.AST) -> list[str]:
+        moved_call = copy_node(call)
+        ast.increment_lineno(moved_call, node.lineno - stmt.lineno)
+        if kind == "keyword":
+            return add_keyword(lines, moved_call, text)
+        return replace_span(lines, moved_call, f"{segment(lines, moved_call)}.to({text})")
+
+    return edit
 
 
 def _statement_of(tree: ast.AST, target: ast.AST) -> ast.stmt | None:
@@ -385,18 +436,6 @@ def _statement_of(tree: ast.AST, target: ast.AST) -> ast.stmt | None:
             if any(child is target for child in ast.walk(node)):
                 best = node
     return best
-
-
-def _keyword_adder(call: ast.Call, stmt: ast.stmt, keyword: str) -> Any:
-    """An edit for :func:`_apply_edit`: add ``keyword`` to ``call`` inside ``stmt``
-    (``node`` is ``stmt`` moved to its real lines; the call moves with it)."""
-
-    def change(lines: list[str], node: ast.AST) -> list[str]:
-        moved = copy_node(call)
-        ast.increment_lineno(moved, node.lineno - stmt.lineno)
-        return add_keyword(lines, moved, keyword)
-
-    return change
 
 
 def _has_nn(owner: Any) -> bool:

@@ -219,3 +219,31 @@ def test_checkup_renders_and_tables():
     assert "ipydevice-panel" in html and "<script" not in html
     assert set(checkup.table()["rule"]) >= {"unregistered_tensor", "plain_list", "factory_without_device"}
     assert repr(checkup).startswith("<Checkup")
+
+
+def test_stray_sources_in_a_models_methods():
+    nb = notebook("""
+import numpy as np
+
+class Encoder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(4, 4)
+
+    def forward(self, x, table):
+        extra = torch.from_numpy(table)
+        tokens = self.tokenizer(["hi"], return_tensors="pt")
+        state = torch.load("cache.pt")
+        ok = torch.from_numpy(table).to(x.device)
+        return self.proj(x) + extra
+
+model = Encoder()
+""")
+    checkup = ipydevice.check(nb.ns["model"], namespace=nb.ns)
+    codes = [f.code.strip() for f in checkup.fixes if f.scope == "source"]
+    assert "extra = torch.from_numpy(table).to(x.device)" in codes
+    assert 'tokens = self.tokenizer(["hi"], return_tensors="pt").to(x.device)' in codes
+    assert 'state = torch.load("cache.pt", map_location=x.device)' in codes
+    assert not any(code.startswith("ok =") for code in codes)  # moved on the spot: fine
+    for problem in checkup.problems:
+        assert problem.rule == "factory_without_device" and problem.location.startswith("<ipython-input-")
