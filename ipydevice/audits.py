@@ -200,6 +200,8 @@ def problems_of(roots: list[Entry]) -> list[Problem]:
             problems.extend(_wrapper_problems(entry))
         elif entry.optimizer is not None:
             problems.extend(_optimizer_problems(entry))
+        elif probe.class_name(entry.obj) == "DataLoader":
+            problems.extend(_loader_problems(entry, format_path(entry.path)))  # wrong with or without a model
     model = _the_model(modules)
     if model is not None:
         view = model.module
@@ -370,7 +372,7 @@ def _companion_problems(entry: Entry, device: str, model: str) -> list[Problem]:
     name = format_path(entry.path)
     kind = probe.class_name(entry.obj)
     if kind == "DataLoader":
-        return _loader_problems(entry, name)
+        return []  # see problems_of
     if kind == "GradScaler":
         scaler_device = probe.module_dict(entry.obj).get("_device")
         if isinstance(scaler_device, str) and scaler_device != device.split(":")[0]:

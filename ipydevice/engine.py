@@ -126,7 +126,7 @@ def diagnose(
         if _name_deeper(scan, analysis, names):
             analysis = analyse(facts, scan, views)
         fixes = propose_fixes(facts, analysis, scan, views)
-        causes, fixes = _with_audits(analysis, fixes)
+        causes, fixes = _with_audits(analysis, fixes, facts, names)
         notes = tuple(scan.notes) + analysis.notes
         traced: tuple = ()
         if compiled_call:
@@ -171,9 +171,21 @@ def diagnose(
         del views
 
 
-def _with_audits(analysis: Analysis, fixes: tuple[Fix, ...]) -> tuple[tuple[Finding, ...], tuple[Fix, ...]]:
-    """Adds the audits of the model and optimizers involved that explain the error:
-    what sits off the target, and lists of layers ``.to()`` cannot see."""
+#: Error families whose cause may sit in an object no frame holds: the audits of
+#: the namespace's objects of these classes join the panel.
+_FAMILY_AUDITS = {
+    "generator_mismatch": ("DataLoader",),
+    "dataparallel": ("DataParallel", "DistributedDataParallel"),
+    "optimizer_state": ("GradScaler",),
+}
+
+
+def _with_audits(
+    analysis: Analysis, fixes: tuple[Fix, ...], facts: MessageFacts, namespace: Mapping[str, Any]
+) -> tuple[tuple[Finding, ...], tuple[Fix, ...]]:
+    """Adds the audits that explain the error: the model's and the optimizers'
+    (what sits off the target, layers ``.to()`` cannot see), and for some families
+    the namespace's DataLoaders, (D)DP wrappers or GradScalers."""
     from ipydevice.audits import module_problems, problems_of
 
     causes = list(analysis.causes)
@@ -181,16 +193,41 @@ def _with_audits(analysis: Analysis, fixes: tuple[Fix, ...]) -> tuple[tuple[Find
     entries = [e for e in (analysis.top_module, analysis.failing_module) if e is not None]
     problems = [p for e in dict.fromkeys(entries) for p in module_problems(e, factories=False)]
     problems += [p for c in analysis.found if c.owner is not None and c.owner.optimizer is not None for p in problems_of([c.owner])]
+    problems += _family_problems(facts, namespace, analysis)
     known = {(c.name, c.rule) for c in causes} | {(c.name, c.rule) for c in analysis.culprits}
     for problem in problems:
         finding = problem.finding
-        explains = finding.rule == "plain_list" or (finding.device and finding.device != analysis.target)
+        explains = finding.rule in _ALWAYS_EXPLAINS or (finding.device and finding.device != analysis.target)
         if (finding.name, finding.rule) in known or not explains or finding.rule == "factory_without_device":
             continue
         causes.append(finding)
         known.add((finding.name, finding.rule))
         extra += [f for f in problem.fixes if f.scope == "source" and all(f.code != g.code for g in extra)]
     return tuple(causes), tuple(extra)
+
+
+_ALWAYS_EXPLAINS = frozenset({"plain_list", "generator_device", "dataparallel", "ddp_rank", "scaler_device"})
+
+
+def _family_problems(facts: MessageFacts, namespace: Mapping[str, Any], analysis: Analysis) -> list[Any]:
+    """Audits of the top-level objects the error's family points at (a DataLoader
+    for a generator error); the model comes along so that devices compare."""
+    from ipydevice.audits import problems_of
+    from ipydevice.scan import Entry
+
+    kinds = _FAMILY_AUDITS.get(facts.family or "")
+    if not kinds:
+        return []
+    try:
+        items = list(namespace.items())[: _settings.current().max_objects]
+    except Exception:
+        return []
+    roots = [Entry(v, (("name", k),), "namespace", "object", named=True) for k, v in items if type(k) is str and probe.class_name(v) in kinds]
+    for root in roots:
+        if probe.is_module(root.obj):  # a (D)DP wrapper is a module: give it its view
+            root.kind, root.module = "module", Scan(_settings.current()).add(root.obj, root.path, "namespace", named=True).module  # type: ignore[union-attr]
+    model = analysis.top_module
+    return problems_of(([model] if model is not None else []) + roots) if roots else []
 
 
 def _reference(analysis: Analysis) -> str:

@@ -143,7 +143,7 @@ def _details(d: Diagnosis) -> Any:
     table = table_html(records, {f.name for f in d.culprits}, len(records))
     notes = "".join(f'<div style="opacity:0.75">note: {html.escape(n)}</div>' for n in d.notes)
     body = (
-        f'<details class="ipydevice-details"><summary style="cursor:pointer;font-weight:600">'
+        f'<details><summary style="cursor:pointer;font-weight:600">'
         f"All {len(records)} objects involved</summary>"
         f'<div style="overflow-x:auto;max-width:100%">{table}</div>{notes}</details>'
     )

@@ -247,3 +247,23 @@ model = Encoder()
     assert not any(code.startswith("ok =") for code in codes)  # moved on the spot: fine
     for problem in checkup.problems:
         assert problem.rule == "factory_without_device" and problem.location.startswith("<ipython-input-")
+
+
+def test_family_audits_join_the_error_panel():
+    nb = notebook("""
+from torch.utils.data import DataLoader
+import types
+model = nn.Linear(4, 2)
+loader = DataLoader(list(range(8)), shuffle=True)
+loader.generator = types.SimpleNamespace(device=torch.device('cuda', 0))
+""")
+    exc = nb.fails("raise RuntimeError(\"Expected a 'cpu' device type for generator but found 'cuda'\")\n")
+    d = ipydevice.diagnose(exc, namespace=nb.ns)
+    assert d.family == "generator_mismatch"
+    assert [c.name for c in d.causes if c.rule == "generator_device"] == ["loader"]
+    assert any("torch.Generator()" in f.code for f in d.fixes)
+
+    nb.run("dp = nn.DataParallel(model)\ndp.device_ids = [0]\n")
+    message = "module must have its parameters and buffers on device cuda:0 (device_ids[0]) but found one of them on device: cpu"
+    d = ipydevice.diagnose(nb.fails(f"raise RuntimeError({message!r})\n"), namespace=nb.ns)
+    assert [c.name for c in d.causes if c.rule == "dataparallel"] == ["dp"]
