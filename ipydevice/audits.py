@@ -15,7 +15,8 @@ problems ``%devices`` lists, and the causes an error panel shows.
 * dispatched models (``hf_device_map``): never ``.to()``, inputs go to the first
   execution device;
 * optimizers: state away from its parameters (``step`` exempt unless capturable
-  or fused); GradScaler on another device type than the model;
+  or fused); GradScaler on another device type than the model; a learning-rate
+  scheduler holding tensors elsewhere;
 * DataLoaders whose generator is not on the CPU;
 * DataParallel / DistributedDataParallel: the wrapped module not on
   ``device_ids[0]``; under ``torchrun``, ``device_ids`` not ``[LOCAL_RANK]``;
@@ -373,6 +374,8 @@ def _companion_problems(entry: Entry, device: str, model: str) -> list[Problem]:
     kind = probe.class_name(entry.obj)
     if kind == "DataLoader":
         return []  # see problems_of
+    if _is_scheduler(entry.obj):
+        return _scheduler_problems(entry, name, device, model)
     if kind == "GradScaler":
         scaler_device = probe.module_dict(entry.obj).get("_device")
         if isinstance(scaler_device, str) and scaler_device != device.split(":")[0]:
@@ -396,6 +399,31 @@ def _companion_problems(entry: Entry, device: str, model: str) -> list[Problem]:
     why = f"on {', '.join(off)}, but {model} is on {device}"
     finding = Finding(name, off[0], entry.kind, entry.where, why, rule="stray_tensor", target=device)
     return [Problem(finding, (_move_fix(name, entry.obj, device, entry.path if entry.named else ()),))]
+
+
+def _is_scheduler(obj: Any) -> bool:
+    module_name = type(obj).__dict__.get("__module__", "")
+    return isinstance(module_name, str) and module_name.startswith("torch.optim.lr_scheduler")
+
+
+def _scheduler_problems(entry: Entry, name: str, device: str, model: str) -> list[Problem]:
+    """A learning-rate scheduler holding tensors elsewhere (``ReduceLROnPlateau.best``
+    set from a metric tensor, a tensor ``base_lrs``): they are compared or multiplied
+    with values on the model's device later."""
+    state = probe.module_dict(entry.obj)
+    off = []
+    for key, value in list(state.items())[:64]:
+        values = [value] if probe.is_tensor(value) else _tensor_items(value)
+        for tensor in values:
+            dev, shape, *_ = probe.tensor_facts(tensor)
+            if dev not in ("?", "") and not same_device(dev, device) and not (shape == "()" and dev == "cpu"):
+                off.append((str(key), dev))
+    if not off:
+        return []
+    held = ", ".join(f"{key} on {dev}" for key, dev in off[:3])
+    why = f"holds tensors away from {model} ({device}): {held}"
+    hint = Fix("Give the scheduler plain numbers", f"{name}.step(metric.item())  # a Python float, not a tensor", "source")
+    return [Problem(Finding(name, off[0][1], probe.class_name(entry.obj), entry.where, why, rule="scheduler_device", target=device), (hint,))]
 
 
 def _loader_problems(entry: Entry, name: str) -> list[Problem]:

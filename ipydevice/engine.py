@@ -176,7 +176,7 @@ def diagnose(
 _FAMILY_AUDITS = {
     "generator_mismatch": ("DataLoader",),
     "dataparallel": ("DataParallel", "DistributedDataParallel"),
-    "optimizer_state": ("GradScaler",),
+    "optimizer_state": ("GradScaler", "ReduceLROnPlateau", "LambdaLR", "StepLR", "OneCycleLR", "CosineAnnealingLR"),
 }
 
 
@@ -206,7 +206,7 @@ def _with_audits(
     return tuple(causes), tuple(extra)
 
 
-_ALWAYS_EXPLAINS = frozenset({"plain_list", "generator_device", "dataparallel", "ddp_rank", "scaler_device"})
+_ALWAYS_EXPLAINS = frozenset({"plain_list", "generator_device", "dataparallel", "ddp_rank", "scaler_device", "scheduler_device"})
 
 
 def _family_problems(facts: MessageFacts, namespace: Mapping[str, Any], analysis: Analysis) -> list[Any]:

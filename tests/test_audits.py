@@ -267,3 +267,16 @@ loader.generator = types.SimpleNamespace(device=torch.device('cuda', 0))
     message = "module must have its parameters and buffers on device cuda:0 (device_ids[0]) but found one of them on device: cpu"
     d = ipydevice.diagnose(nb.fails(f"raise RuntimeError({message!r})\n"), namespace=nb.ns)
     assert [c.name for c in d.causes if c.rule == "dataparallel"] == ["dp"]
+
+
+def test_scheduler_holding_tensors_elsewhere():
+    nb = notebook("""
+model = nn.Linear(4, 2).to('meta')
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(opt)
+scheduler.best = torch.tensor([0.5])  # a metric tensor kept instead of a float
+""")
+    problem = by_rule(ipydevice.check(namespace=nb.ns), "scheduler_device")
+    assert problem.name == "scheduler" and problem.device == "cpu" and "best on cpu" in problem.why
+    nb.ns["scheduler"].best = 0.5
+    assert not [p for p in ipydevice.check(namespace=nb.ns).problems if p.rule == "scheduler_device"]
