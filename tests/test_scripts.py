@@ -169,3 +169,11 @@ def test_terminal_ipython_text_follows_the_terminal(monkeypatch, nb):
     monkeypatch.setenv("NO_COLOR", "1")
     assert "\x1b[" not in panel_bundle(d, terminal=True)["text/plain"]
     assert "\x1b[" not in panel_bundle(d)["text/plain"]  # notebooks: never
+
+
+def test_under_torchrun_a_bare_cuda_target_is_the_local_rank(monkeypatch):
+    message = "Expected all tensors to be on the same device, but found at least two devices, cuda and cpu!"
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    assert ipydevice.diagnose(RuntimeError(message)).target == "cuda:1"
+    monkeypatch.delenv("LOCAL_RANK")
+    assert ipydevice.diagnose(RuntimeError(message)).target == "cuda"
