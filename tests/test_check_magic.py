@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
-from IPython.utils.capture import CapturedIO, capture_output
+from shells import run, run_captured
 
 from ipydevice import audits, settings
 from ipydevice import ipython as ext
@@ -50,18 +50,6 @@ def ip() -> Iterator[InteractiveShell]:
     shell.config.pop("IPyDevice", None)
     shell.reset(new_session=False)
     settings.configure(**{name: getattr(saved, name) for name in ext.SETTING_TRAITS})
-
-
-def run(shell: InteractiveShell, source: str) -> Any:
-    result = shell.run_cell(source)
-    assert result.success, result.error_in_exec or result.error_before_exec
-    return result.result
-
-
-def run_captured(shell: InteractiveShell, source: str) -> tuple[CapturedIO, Any]:
-    with capture_output() as cap:
-        result = shell.run_cell(source)
-    return cap, result
 
 
 def test_a_correct_setup_has_no_problems(ip: InteractiveShell) -> None:

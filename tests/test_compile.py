@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import CapturedIO, capture_output
+from shells import panels
 
 import ipydevice
 from ipydevice import compiled, settings
@@ -71,10 +72,6 @@ def failure(shell: InteractiveShell, source: str) -> BaseException:
     _, result = run_quiet(shell, source)
     assert result.error_in_exec is not None
     return result.error_in_exec
-
-
-def panels(cap: CapturedIO) -> list[dict[str, Any]]:
-    return [out.data for out in cap.outputs if "ipydevice-panel" in out.data.get("text/html", "")]
 
 
 # -- recognition -----------------------------------------------------------------------------

@@ -25,7 +25,8 @@ from typing import Any
 import pytest
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
-from IPython.utils.capture import CapturedIO, capture_output
+from IPython.utils.capture import capture_output
+from shells import panels, run, run_captured
 
 import ipydevice
 from ipydevice import ipython as ext
@@ -79,23 +80,6 @@ def ip(shell: InteractiveShell) -> InteractiveShell:
     shell.run_line_magic("load_ext", "ipydevice")
     run(shell, SETUP)
     return shell
-
-
-def run(shell: InteractiveShell, source: str) -> Any:
-    """Runs a cell that must succeed."""
-    result = shell.run_cell(source)
-    assert result.success, result.error_in_exec or result.error_before_exec
-    return result.result
-
-
-def run_captured(shell: InteractiveShell, source: str) -> tuple[CapturedIO, Any]:
-    with capture_output() as cap:
-        result = shell.run_cell(source)
-    return cap, result
-
-
-def panels(cap: CapturedIO) -> list[dict[str, Any]]:
-    return [out.data for out in cap.outputs if "ipydevice-panel" in out.data.get("text/html", "")]
 
 
 # -- the panel ----------------------------------------------------------------------------

@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import CapturedIO, capture_output
+from shells import panels, run
 
 from ipydevice import ipython as ext
 from ipydevice import settings, warnings_hook
@@ -149,20 +150,10 @@ def published(monkeypatch: pytest.MonkeyPatch) -> list[tuple[dict[str, str], str
     return seen
 
 
-def run(shell: InteractiveShell, source: str) -> Any:
-    result = shell.run_cell(source)
-    assert result.success, result.error_in_exec or result.error_before_exec
-    return result.result
-
-
 def run_captured(shell: InteractiveShell, source: str) -> tuple[CapturedIO, Any]:
     with no_pytest_handlers(), capture_output() as cap:
         result = shell.run_cell(source)
     return cap, result
-
-
-def panels(cap: CapturedIO) -> list[dict[str, Any]]:
-    return [out.data for out in cap.outputs if "ipydevice-panel" in out.data.get("text/html", "")]
 
 
 def warn_cell(text: str, times: int = 1) -> str:

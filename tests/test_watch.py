@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import CapturedIO, capture_output
+from shells import run_captured
 
 from ipydevice import ipython as ext
 from ipydevice import settings
@@ -52,12 +53,6 @@ def run(shell: InteractiveShell, source: str) -> Any:
     result = shell.run_cell(source)
     assert result.success, result.error_in_exec or result.error_before_exec
     return result
-
-
-def run_captured(shell: InteractiveShell, source: str) -> tuple[CapturedIO, Any]:
-    with capture_output() as cap:
-        result = shell.run_cell(source)
-    return cap, result
 
 
 def watches(cap: CapturedIO) -> list[dict[str, Any]]:
