@@ -42,7 +42,31 @@ if TYPE_CHECKING:  # pragma: no cover
     from ipydevice.census import Inventory
     from ipydevice.model import Diagnosis, Finding, Fix
 
-from ipydevice.settings import configure, override
+if TYPE_CHECKING:  # pragma: no cover
+    from contextlib import AbstractContextManager
+
+    from ipydevice.settings import Settings
+
+
+def configure(**changes: Any) -> Settings:
+    """Changes ipydevice's limits for the rest of the process (``max_rows=30``...).
+
+    See :func:`ipydevice.settings.configure`; the names are the fields of
+    :class:`ipydevice.settings.Settings`.
+    """
+    from ipydevice.settings import configure as _configure
+
+    return _configure(**changes)
+
+
+def override(**changes: Any) -> AbstractContextManager[Settings]:
+    """Changes ipydevice's limits inside a ``with`` block only.
+
+    See :func:`ipydevice.settings.override`.
+    """
+    from ipydevice.settings import override as _override
+
+    return _override(**changes)
 
 
 def diagnose(exc: BaseException | None = None, *, namespace: Any = None) -> Diagnosis:

@@ -59,6 +59,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import dataclasses
+import functools
 import re
 import sys
 from collections.abc import Callable, Mapping
@@ -66,11 +67,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_magic, magics_class
-from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from traitlets import Bool, Int, default, observe
 from traitlets.config import Configurable
 
-from ipydevice import settings as _settings
 from ipydevice._debug import debug_enabled, describe_failure
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -79,6 +78,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ipydevice.audits import Checkup
     from ipydevice.census import Inventory
     from ipydevice.model import Diagnosis
+    from ipydevice.settings import Settings
     from ipydevice.warnings_hook import DeviceWarnings
 
 __all__ = [
@@ -116,7 +116,9 @@ def _from_settings(name: str) -> Any:
 
     @default(name)
     def _default(self: Configurable) -> Any:
-        return getattr(_settings.current(), name)
+        from ipydevice.settings import current
+
+        return getattr(current(), name)
 
     return _default
 
@@ -173,11 +175,26 @@ class IPyDevice(Configurable):
 
     @observe(*SETTING_TRAITS)
     def _push_setting(self, change: Mapping[str, Any]) -> None:
-        _settings.configure(**{change["name"]: change["new"]})
+        from ipydevice.settings import configure
+
+        configure(**{change["name"]: change["new"]})
 
 
-def _restore_settings(saved: _settings.Settings) -> None:
-    _settings.configure(**{f.name: getattr(saved, f.name) for f in dataclasses.fields(saved)})
+def _settings_in_force() -> Settings | None:
+    """The settings in force; ``None`` while :mod:`ipydevice.settings` is not imported
+    (nothing can have changed them, so the defaults are in force). Loading does not
+    import it: creating its dataclass would cost ``%load_ext`` a millisecond."""
+    module = sys.modules.get("ipydevice.settings")
+    return None if module is None else module.current()
+
+
+def _restore_settings(saved: Settings | None) -> None:
+    module = sys.modules.get("ipydevice.settings")
+    if module is None:  # never imported: the defaults are still in force
+        return
+    if saved is None:
+        saved = module.Settings()
+    module.configure(**{f.name: getattr(saved, f.name) for f in dataclasses.fields(saved)})
 
 
 # -- the panel -----------------------------------------------------------------------------
@@ -299,7 +316,7 @@ class _Hook:
 
     def __init__(self, shell: InteractiveShell) -> None:
         self.shell = shell
-        self.saved_settings = _settings.current()
+        self.saved_settings = _settings_in_force()
         manager = shell.magics_manager
         self.saved_magic = manager.magics["line"].get(MAGIC_NAME)
         self.saved_registry = manager.registry.get(DeviceMagics.__name__)
@@ -500,13 +517,13 @@ class _Hook:
 _ROOT_NAME = re.compile(r"\s*([^\W\d]\w*)")
 
 
-@magics_class
-class DeviceMagics(Magics):
-    """The ``%devices`` magic; a thin adapter over :func:`ipydevice.inventory`."""
-
-    def __init__(self, shell: InteractiveShell, hook: _Hook) -> None:
-        super().__init__(shell)
-        self._hook = hook
+@functools.cache
+def devices_parser() -> Any:
+    """``%devices``' argument parser, built on first use: building it (argparse,
+    gettext) would cost ``%load_ext`` a few milliseconds. The usage and options in
+    :meth:`DeviceMagics.devices`' docstring (what ``%devices?`` shows) are this
+    parser's help, written out; ``tests/test_ipython.py`` checks they agree."""
+    from IPython.core.magic_arguments import argument, magic_arguments
 
     @magic_arguments()
     @argument(
@@ -528,9 +545,27 @@ class DeviceMagics(Magics):
     @argument(
         "-a", "--all", action="store_true", help="Also list names starting with an underscore."
     )
+    def devices(line: str = "") -> None:
+        """Where everything lives: tensors, modules, optimizers and containers by device."""
+
+    return devices.parser  # type: ignore[attr-defined]
+
+
+@magics_class
+class DeviceMagics(Magics):
+    """The ``%devices`` magic; a thin adapter over :func:`ipydevice.inventory`."""
+
+    def __init__(self, shell: InteractiveShell, hook: _Hook) -> None:
+        super().__init__(shell)
+        self._hook = hook
+
     @line_magic
     def devices(self, line: str = "") -> Any:
-        """Where everything lives: tensors, modules, optimizers and containers by device.
+        """::
+
+          %devices [--last] [--check] [-a] [NAME ...]
+
+        Where everything lives: tensors, modules, optimizers and containers by device.
 
         Lists the namespace grouped by device, with counts and bytes per device,
         one line per object (a module is one line with its device breakdown), and
@@ -571,8 +606,20 @@ class DeviceMagics(Magics):
         Examples: ``%devices``, ``%devices model opt``, ``%devices model.encoder``,
         ``%devices --last``, ``%devices --check``, ``%devices --check model batch opt``,
         ``%config IPyDevice.panel = False``, ``%config IPyDevice.watch = True``.
+
+        positional arguments:
+          NAME       Inspect these objects in depth (a module's device map by
+                     submodule path). Attribute and item paths work: model.encoder,
+                     batch['x'].
+
+        options:
+          --last     Show the diagnosis of the last device error again.
+          --check    Preflight: run every device audit on the NAMEs (or the whole
+                     namespace) and list the problems with their fixes, before
+                     training starts.
+          -a, --all  Also list names starting with an underscore.
         """
-        args = parse_argstring(self.devices, line)
+        args = devices_parser().parse_argstring(line)
         if args.check:
             if args.last or args.all:
                 raise UsageError("%devices: --check takes neither --last nor --all")

@@ -628,6 +628,37 @@ def test_devices_help_documents_every_setting(ip: InteractiveShell) -> None:
     assert "--last" in cap.stdout and "IPyDevice" in cap.stdout
 
 
+def test_devices_help_is_the_parsers_help(ip: InteractiveShell) -> None:
+    """The parser is built on first use, so its usage and options are written out in
+    the docstring: they must say what the parser says (wrapping aside)."""
+    import inspect
+
+    doc = " ".join(inspect.cleandoc(ip.find_line_magic("devices").__doc__).split())
+    parser = ext.devices_parser()
+    assert " ".join(parser.format_usage().replace("usage: ", "").split()) in doc
+    options = parser.format_help().split("positional arguments:", 1)[1]
+    assert "positional arguments: " + " ".join(options.split()) in doc
+
+
+def test_devices_parser_is_built_on_first_use_only() -> None:
+    """``%load_ext`` leaves argparse's work to the first ``%devices``."""
+    import subprocess
+    import sys
+
+    code = (
+        "from IPython.core.interactiveshell import InteractiveShell\n"
+        "import ipydevice.ipython as ext\n"
+        "shell = InteractiveShell.instance()\n"
+        "shell.run_line_magic('load_ext', 'ipydevice')\n"
+        "assert ext.devices_parser.cache_info().currsize == 0\n"
+        "assert 'ipydevice.settings' not in __import__('sys').modules\n"
+        "shell.run_line_magic('devices', '-a')\n"
+        "assert ext.devices_parser.cache_info().currsize == 1\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
 def test_devices_on_a_huge_hostile_namespace_is_quick(ip: InteractiveShell) -> None:
     run(ip, HOSTILE)
     start = time.perf_counter()
