@@ -10,9 +10,15 @@ def main(argv: list[str] | None = None) -> int:
     """Parses the command line and runs the chosen command."""
     parser = argparse.ArgumentParser(prog="python -m ipydevice", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser("demo", help="a terminal tour of the classic device errors and their diagnoses")
-    run = commands.add_parser("run", help="run a script (or -m module) with the device report installed")
-    run.add_argument("-m", dest="module", action="store_true", help="run a module, as python -m does")
+    commands.add_parser(
+        "demo", help="a terminal tour of the classic device errors and their diagnoses"
+    )
+    run = commands.add_parser(
+        "run", help="run a script (or -m module) with the device report installed"
+    )
+    run.add_argument(
+        "-m", dest="module", action="store_true", help="run a module, as python -m does"
+    )
     run.add_argument("target", help="the script (or module) to run")
     run.add_argument("args", nargs=argparse.REMAINDER, help="arguments for it")
     args = parser.parse_args(argv)

@@ -37,8 +37,8 @@ from typing import Any
 from ipydevice import probe
 from ipydevice.culprits import same_device
 from ipydevice.model import Finding, Fix, Step
-from ipydevice.render.text import plural
 from ipydevice.paths import format_path
+from ipydevice.render.text import plural
 from ipydevice.scan import Entry, Scan
 from ipydevice.session import user_namespace
 from ipydevice.settings import current
@@ -72,7 +72,10 @@ class Checkup:
         """The problems as a pandas DataFrame."""
         import pandas as pd
 
-        return pd.DataFrame([asdict(p) for p in self.problems], columns=["name", "device", "kind", "why", "rule", "target", "location", "where"])
+        return pd.DataFrame(
+            [asdict(p) for p in self.problems],
+            columns=["name", "device", "kind", "why", "rule", "target", "location", "where"],
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """Plain-dict form (JSON-ready)."""
@@ -98,7 +101,9 @@ class Checkup:
 # -- entry points ------------------------------------------------------------------------
 
 
-def check(*objects: Any, namespace: Mapping[str, Any] | None = None, names: Iterable[str] | None = None) -> Checkup:
+def check(
+    *objects: Any, namespace: Mapping[str, Any] | None = None, names: Iterable[str] | None = None
+) -> Checkup:
     """Runs every audit on ``objects`` (or ``names`` in ``namespace``, or the whole
     namespace when neither is given) before training starts.
 
@@ -164,7 +169,15 @@ def watch(namespace: Mapping[str, Any], names: Iterable[str]) -> Checkup:
         off = _stray_devices(value, device)
         if off:
             why = f"defined on {', '.join(off)}, but {model_name} is on {device}: move it before using them together"
-            finding = Finding(name, off[0], probe.class_name(value), "namespace", why, rule="stray_tensor", target=device)
+            finding = Finding(
+                name,
+                off[0],
+                probe.class_name(value),
+                "namespace",
+                why,
+                rule="stray_tensor",
+                target=device,
+            )
             problems.append(Problem(finding, (_move_fix(name, value, device),)))
     return _checkup(problems, [])
 
@@ -181,11 +194,19 @@ def _names_values(namespace: Mapping[str, Any]) -> list[tuple[str, Any]]:
         items = list(namespace.items())
     except Exception:
         return []
-    return [(k, v) for k, v in items[: current().max_objects] if type(k) is str and not k.startswith("_")]
+    return [
+        (k, v)
+        for k, v in items[: current().max_objects]
+        if type(k) is str and not k.startswith("_")
+    ]
 
 
 def _names(namespace: Mapping[str, Any]) -> list[str]:
-    return [name for name, value in _names_values(namespace) if not isinstance(value, type) and not callable(value) or probe.is_module(value)]
+    return [
+        name
+        for name, value in _names_values(namespace)
+        if (not isinstance(value, type) and not callable(value)) or probe.is_module(value)
+    ]
 
 
 # -- the rules ---------------------------------------------------------------------------
@@ -202,7 +223,9 @@ def problems_of(roots: list[Entry]) -> list[Problem]:
         elif entry.optimizer is not None:
             problems.extend(_optimizer_problems(entry))
         elif probe.class_name(entry.obj) == "DataLoader":
-            problems.extend(_loader_problems(entry, format_path(entry.path)))  # wrong with or without a model
+            problems.extend(
+                _loader_problems(entry, format_path(entry.path))
+            )  # wrong with or without a model
     model = _the_model(modules)
     if model is not None:
         view = model.module
@@ -252,10 +275,14 @@ def _split(entry: Entry, majority: str) -> Problem:
     view = entry.module
     assert view is not None
     outliers = _outlier_groups(entry, majority)
-    shown = ", ".join(outliers[:3]) + (f" and {len(outliers) - 3} more" if len(outliers) > 3 else "")
+    shown = ", ".join(outliers[:3]) + (
+        f" and {len(outliers) - 3} more" if len(outliers) > 3 else ""
+    )
     why = f"split across devices: most of it is on {majority}, but {shown} {'is' if len(outliers) == 1 else 'are'} not"
     base = format_path(entry.path)
-    finding = Finding(base, "mixed", "module", entry.where, why, rule="split_module", target=majority)
+    finding = Finding(
+        base, "mixed", "module", entry.where, why, rule="split_module", target=majority
+    )
     return Problem(finding, (_module_to_fix(entry, majority),) if entry.named else ())
 
 
@@ -276,7 +303,12 @@ def _outlier_groups(entry: Entry, majority: str) -> list[str]:
 
 def _module_to_fix(entry: Entry, device: str) -> Fix:
     text = format_path(entry.path)
-    return Fix(f"Move all of {text} to {device}", f"{text}.to({device!r})", "namespace", steps=(Step("module_to", entry.path, device),))
+    return Fix(
+        f"Move all of {text} to {device}",
+        f"{text}.to({device!r})",
+        "namespace",
+        steps=(Step("module_to", entry.path, device),),
+    )
 
 
 def _unregistered(entry: Entry, rel: tuple, tensor: Any, owner: Any, majority: str) -> Problem:
@@ -284,15 +316,33 @@ def _unregistered(entry: Entry, rel: tuple, tensor: Any, owner: Any, majority: s
 
     name = format_path((*entry.path, *rel))
     device = probe.tensor_facts(tensor)[0]
-    where = "" if same_device(device, majority) else f" (it is on {device}, the module on {majority})"
+    where = (
+        "" if same_device(device, majority) else f" (it is on {device}, the module on {majority})"
+    )
     why = f"a plain tensor attribute: .to() will never move it{where}"
     source = register_buffer_fix(owner, str(rel[-1][1]))
-    finding = Finding(name, device, "attribute", entry.where, why, rule="unregistered_tensor", target=majority, location=source.location if source else "")
+    finding = Finding(
+        name,
+        device,
+        "attribute",
+        entry.where,
+        why,
+        rule="unregistered_tensor",
+        target=majority,
+        location=source.location if source else "",
+    )
     fixes = [f for f in (source,) if f is not None]
     if entry.named and not same_device(device, majority):
         path = (*entry.path, *rel)
         title = f"For now, move {name} to {majority} (the next .to() will leave it behind again)"
-        fixes.append(Fix(title, f"{name} = {name}.to({majority!r})", "namespace", steps=(Step("reassign", path, majority),)))
+        fixes.append(
+            Fix(
+                title,
+                f"{name} = {name}.to({majority!r})",
+                "namespace",
+                steps=(Step("reassign", path, majority),),
+            )
+        )
     return Problem(finding, tuple(fixes))
 
 
@@ -302,7 +352,16 @@ def _plain_list(entry: Entry, rel: tuple, members: list, owner: Any, majority: s
     name = format_path((*entry.path, *rel))
     why = f"a plain list of {plural(len(members), 'module')}: .to() and .parameters() never see them (nor does the optimizer)"
     source = module_list_fix(owner, str(rel[-1][1]))
-    finding = Finding(name, "", "plain list", entry.where, why, rule="plain_list", target=majority, location=source.location if source else "")
+    finding = Finding(
+        name,
+        "",
+        "plain list",
+        entry.where,
+        why,
+        rule="plain_list",
+        target=majority,
+        location=source.location if source else "",
+    )
     return Problem(finding, tuple(f for f in (source,) if f is not None))
 
 
@@ -317,7 +376,15 @@ def _factories(entry: Entry, base: str) -> list[Problem]:
     for cls in sorted(classes, key=lambda c: c.__qualname__)[:50]:
         for label, fix in factory_fixes(cls):
             why = f"`{fix.original.strip()}` can leave a tensor off the model's device: {fix.title.split(' in ')[0].lower()}"
-            finding = Finding(label, "", "source", entry.where, why, rule="factory_without_device", location=fix.location)
+            finding = Finding(
+                label,
+                "",
+                "source",
+                entry.where,
+                why,
+                rule="factory_without_device",
+                location=fix.location,
+            )
             out.append(Problem(finding, (fix,)))
     return out
 
@@ -332,13 +399,26 @@ def _optimizer_problems(entry: Entry) -> list[Problem]:
     params = sorted({p for _, _, _, p in misplaced})
     name = f"{format_path(entry.path)}.state"
     why = f"{len(misplaced)} state tensors on {', '.join(state)}, their parameters on {', '.join(params)} (step counters excepted)"
-    finding = Finding(name, state[0], "optimizer state", entry.where, why, rule="optimizer_state", target=params[0])
+    finding = Finding(
+        name,
+        state[0],
+        "optimizer state",
+        entry.where,
+        why,
+        rule="optimizer_state",
+        target=params[0],
+    )
     text = format_path(entry.path)
     code = (
         f"for p, state in {text}.state.items():\n    for k, v in state.items():\n"
         '        if torch.is_tensor(v) and k != "step":\n            state[k] = v.to(p.device)'
     )
-    fix = Fix(f"Move {name} to its parameters' devices", code, "namespace", steps=(Step("optimizer_state", entry.path, ""),) if entry.named else ())
+    fix = Fix(
+        f"Move {name} to its parameters' devices",
+        code,
+        "namespace",
+        steps=(Step("optimizer_state", entry.path, ""),) if entry.named else (),
+    )
     return [Problem(finding, (fix,))]
 
 
@@ -359,12 +439,25 @@ def _wrapper_problems(entry: Entry) -> list[Problem]:
     base = format_path(entry.path)
     if majority and not same_device(majority, first):
         why = f"{kind} needs its module on device_ids[0] = {first}, but it is on {majority}: move it before wrapping"
-        finding = Finding(base, majority, "module", entry.where, why, rule="dataparallel", target=first)
+        finding = Finding(
+            base, majority, "module", entry.where, why, rule="dataparallel", target=first
+        )
         out.append(Problem(finding, (_module_to_fix(entry, first),) if entry.named else ()))
     local = os.environ.get("LOCAL_RANK", "")
-    if kind == "DistributedDataParallel" and local.isdigit() and first != f"cuda:{local}" and first.startswith("cuda"):
+    if (
+        kind == "DistributedDataParallel"
+        and local.isdigit()
+        and first != f"cuda:{local}"
+        and first.startswith("cuda")
+    ):
         why = f"this is local rank {local} but its DDP uses {first}: the ranks would share one GPU (call torch.cuda.set_device(LOCAL_RANK) and use device_ids=[LOCAL_RANK])"
-        out.append(Problem(Finding(base, first, "module", entry.where, why, rule="ddp_rank", target=f"cuda:{local}")))
+        out.append(
+            Problem(
+                Finding(
+                    base, first, "module", entry.where, why, rule="ddp_rank", target=f"cuda:{local}"
+                )
+            )
+        )
     return out
 
 
@@ -381,14 +474,37 @@ def _companion_problems(entry: Entry, device: str, model: str) -> list[Problem]:
         if isinstance(scaler_device, str) and scaler_device != device.split(":")[0]:
             why = f"GradScaler for {scaler_device}, but {model} is on {device}"
             kind = device.split(":")[0]
-            hint = Fix(f"Create the scaler for {kind}", f"{name} = torch.amp.GradScaler({kind!r})", "source")
-            return [Problem(Finding(name, scaler_device, "GradScaler", entry.where, why, rule="scaler_device", target=device), (hint,))]
+            hint = Fix(
+                f"Create the scaler for {kind}",
+                f"{name} = torch.amp.GradScaler({kind!r})",
+                "source",
+            )
+            return [
+                Problem(
+                    Finding(
+                        name,
+                        scaler_device,
+                        "GradScaler",
+                        entry.where,
+                        why,
+                        rule="scaler_device",
+                        target=device,
+                    ),
+                    (hint,),
+                )
+            ]
         return []
-    if entry.module is not None and entry.module.registered and not any(k == "parameter" for _, _, k in entry.module.registered):
+    if (
+        entry.module is not None
+        and entry.module.registered
+        and not any(k == "parameter" for _, _, k in entry.module.registered)
+    ):
         majority = entry.module.majority()  # a loss with class weights, pos_weight, ...
         if not same_device(majority, device):
             why = f"its buffers are on {majority}, {model} is on {device}"
-            finding = Finding(name, majority, "module", entry.where, why, rule="stray_tensor", target=device)
+            finding = Finding(
+                name, majority, "module", entry.where, why, rule="stray_tensor", target=device
+            )
             return [Problem(finding, (_module_to_fix(entry, device),) if entry.named else ())]
         return []
     if entry.kind == "container" and len(_tensor_items(entry.obj)) > BATCH_SIZE_LIMIT:
@@ -397,8 +513,12 @@ def _companion_problems(entry: Entry, device: str, model: str) -> list[Problem]:
     if not off:
         return []
     why = f"on {', '.join(off)}, but {model} is on {device}"
-    finding = Finding(name, off[0], entry.kind, entry.where, why, rule="stray_tensor", target=device)
-    return [Problem(finding, (_move_fix(name, entry.obj, device, entry.path if entry.named else ()),))]
+    finding = Finding(
+        name, off[0], entry.kind, entry.where, why, rule="stray_tensor", target=device
+    )
+    return [
+        Problem(finding, (_move_fix(name, entry.obj, device, entry.path if entry.named else ()),))
+    ]
 
 
 def _is_scheduler(obj: Any) -> bool:
@@ -416,14 +536,35 @@ def _scheduler_problems(entry: Entry, name: str, device: str, model: str) -> lis
         values = [value] if probe.is_tensor(value) else _tensor_items(value)
         for tensor in values:
             dev, shape, *_ = probe.tensor_facts(tensor)
-            if dev not in ("?", "") and not same_device(dev, device) and not (shape == "()" and dev == "cpu"):
+            if (
+                dev not in ("?", "")
+                and not same_device(dev, device)
+                and not (shape == "()" and dev == "cpu")
+            ):
                 off.append((str(key), dev))
     if not off:
         return []
     held = ", ".join(f"{key} on {dev}" for key, dev in off[:3])
     why = f"holds tensors away from {model} ({device}): {held}"
-    hint = Fix("Give the scheduler plain numbers", f"{name}.step(metric.item())  # a Python float, not a tensor", "source")
-    return [Problem(Finding(name, off[0][1], probe.class_name(entry.obj), entry.where, why, rule="scheduler_device", target=device), (hint,))]
+    hint = Fix(
+        "Give the scheduler plain numbers",
+        f"{name}.step(metric.item())  # a Python float, not a tensor",
+        "source",
+    )
+    return [
+        Problem(
+            Finding(
+                name,
+                off[0][1],
+                probe.class_name(entry.obj),
+                entry.where,
+                why,
+                rule="scheduler_device",
+                target=device,
+            ),
+            (hint,),
+        )
+    ]
 
 
 def _loader_problems(entry: Entry, name: str) -> list[Problem]:
@@ -437,8 +578,19 @@ def _loader_problems(entry: Entry, name: str) -> list[Problem]:
     if device == "cpu":
         return []
     why = f"its generator is on {device}: the DataLoader's sampler draws indices on the CPU"
-    hint = Fix("Give the DataLoader a CPU generator", "generator=torch.Generator()  # in DataLoader(...)", "source")
-    return [Problem(Finding(name, device, "DataLoader", entry.where, why, rule="generator_device", target="cpu"), (hint,))]
+    hint = Fix(
+        "Give the DataLoader a CPU generator",
+        "generator=torch.Generator()  # in DataLoader(...)",
+        "source",
+    )
+    return [
+        Problem(
+            Finding(
+                name, device, "DataLoader", entry.where, why, rule="generator_device", target="cpu"
+            ),
+            (hint,),
+        )
+    ]
 
 
 def _stray_devices(value: Any, device: str) -> list[str]:
@@ -458,7 +610,9 @@ def _tensor_items(value: Any) -> list[Any]:
     if probe.is_a(value, dict):
         items = list(dict.values(value))[:200]
     elif probe.is_a(value, (list, tuple)):
-        items = list(tuple.__iter__(value) if probe.is_a(value, tuple) else list.__iter__(value))[:200]
+        items = list(tuple.__iter__(value) if probe.is_a(value, tuple) else list.__iter__(value))[
+            :200
+        ]
     else:
         data = probe.module_dict(value).get("data") if not probe.is_module(value) else None
         items = list(dict.values(data))[:200] if type(data) is dict else []
@@ -477,7 +631,12 @@ def _move_fix(name: str, value: Any, device: str, path: tuple = ()) -> Fix:
     else:
         code = f"{name} = {name}.to({device!r})"
         action = "reassign"
-    return Fix(f"Move {name} to {device}", code, "namespace", steps=(Step(action, path, device),) if path else ())
+    return Fix(
+        f"Move {name} to {device}",
+        code,
+        "namespace",
+        steps=(Step(action, path, device),) if path else (),
+    )
 
 
 def _unwrapped(module: Any) -> Any:
@@ -485,8 +644,14 @@ def _unwrapped(module: Any) -> Any:
     for _ in range(4):
         state = probe.module_dict(module)
         modules = state.get("_modules")
-        inner = state.get("_orig_mod") or (dict.get(modules, "_orig_mod") if type(modules) is dict else None)
-        if inner is None and probe.class_name(module) in ("DataParallel", "DistributedDataParallel") and type(modules) is dict:
+        inner = state.get("_orig_mod") or (
+            dict.get(modules, "_orig_mod") if type(modules) is dict else None
+        )
+        if (
+            inner is None
+            and probe.class_name(module) in ("DataParallel", "DistributedDataParallel")
+            and type(modules) is dict
+        ):
             inner = dict.get(modules, "module")
         if inner is None or not probe.is_module(inner):
             return module

@@ -206,7 +206,9 @@ def _in_depth(scan: Scan, namespace: Mapping[str, Any], names: list[str]) -> Inv
         entry = scan.add(obj, path, "namespace", named=True)
         if entry is None:
             # It exists but holds nothing on a device (a str, a plain object).
-            scan.notes.append(f"{text} ({probe.class_name(obj)}) holds no tensor, module or optimizer")
+            scan.notes.append(
+                f"{text} ({probe.class_name(obj)}) holds no tensor, module or optimizer"
+            )
             continue
         records.extend(_depth_rows(entry, scan))
         problems.extend(_problems(scan, [entry]))

@@ -254,7 +254,9 @@ def _parsed_statement(view: FrameView) -> tuple[ast.stmt, list[str]] | None:
     if offset:
         # The parsed tree is cached: never shift it in place. The contexts are shared
         # (see sources.copy_node: a plain deepcopy follows executing's .parent links).
-        stmt = copy.deepcopy(stmt, {id(n): n for n in ast.walk(stmt) if isinstance(n, ast.expr_context)})
+        stmt = copy.deepcopy(
+            stmt, {id(n): n for n in ast.walk(stmt) if isinstance(n, ast.expr_context)}
+        )
         for node in ast.walk(stmt):
             if hasattr(node, "lineno"):
                 node.lineno += offset  # type: ignore[attr-defined]

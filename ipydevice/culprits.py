@@ -101,7 +101,11 @@ def _failing_module(scan: Scan, views: list[FrameView]) -> Entry | None:
     a helper of a wrapper such as DDP's ``_log_and_throw``)."""
     for view in reversed(views):
         owner = view.self_module
-        if owner is not None and view.frame.f_code.co_name == "forward" and id(owner) in scan.entries:
+        if (
+            owner is not None
+            and view.frame.f_code.co_name == "forward"
+            and id(owner) in scan.entries
+        ):
             return scan.entries[id(owner)]
     return None
 
@@ -177,7 +181,9 @@ def _meta_model_culprits(scan: Scan, views: list[FrameView], target: str) -> lis
             why = "built on the meta device, it holds no data: Module.to() cannot copy it, to_empty() allocates it"
             parts = meta_subtrees(entry) if entry.named else []
             name = format_path(parts[0]) if len(parts) == 1 else entry.name
-            finding = Finding(name, "meta", "module", entry.where, why, rule="meta_model", target=target)
+            finding = Finding(
+                name, "meta", "module", entry.where, why, rule="meta_model", target=target
+            )
             return [Culprit(finding, [entry], owner=entry)]
     return []
 
@@ -267,9 +273,7 @@ def _concrete(target: str, scan: Scan) -> str:
     local_rank = os.environ.get("LOCAL_RANK", "")
     if target == "cuda" and local_rank.isdigit():
         return f"cuda:{local_rank}"  # each torchrun process owns the GPU of its local rank
-    seen = Counter(
-        e.facts[0] for e in scan.entries.values() if e.kind in _TENSOR_KINDS
-    )
+    seen = Counter(e.facts[0] for e in scan.entries.values() if e.kind in _TENSOR_KINDS)
     indexed = [d for d, _ in seen.most_common() if d.startswith(target + ":")]
     return indexed[0] if indexed else target
 

@@ -138,7 +138,11 @@ def diagnose(
             where = next((f for f in reversed(traced) if f.is_user), None)
             notes += (
                 "raised while torch.compile traced the code"
-                + (f": it failed at {where.function}, {source_location(where.filename, where.lineno)} (`{where.line}`)" if where else "")
+                + (
+                    f": it failed at {where.function}, {source_location(where.filename, where.lineno)} (`{where.line}`)"
+                    if where
+                    else ""
+                )
                 + "; run it without torch.compile to see the plain error",
             )
         return Diagnosis(
@@ -176,7 +180,14 @@ def diagnose(
 _FAMILY_AUDITS = {
     "generator_mismatch": ("DataLoader",),
     "dataparallel": ("DataParallel", "DistributedDataParallel"),
-    "optimizer_state": ("GradScaler", "ReduceLROnPlateau", "LambdaLR", "StepLR", "OneCycleLR", "CosineAnnealingLR"),
+    "optimizer_state": (
+        "GradScaler",
+        "ReduceLROnPlateau",
+        "LambdaLR",
+        "StepLR",
+        "OneCycleLR",
+        "CosineAnnealingLR",
+    ),
 }
 
 
@@ -192,24 +203,48 @@ def _with_audits(
     extra = list(fixes)
     entries = [e for e in (analysis.top_module, analysis.failing_module) if e is not None]
     problems = [p for e in dict.fromkeys(entries) for p in module_problems(e, factories=False)]
-    problems += [p for c in analysis.found if c.owner is not None and c.owner.optimizer is not None for p in problems_of([c.owner])]
+    problems += [
+        p
+        for c in analysis.found
+        if c.owner is not None and c.owner.optimizer is not None
+        for p in problems_of([c.owner])
+    ]
     problems += _family_problems(facts, namespace, analysis)
     known = {(c.name, c.rule) for c in causes} | {(c.name, c.rule) for c in analysis.culprits}
     for problem in problems:
         finding = problem.finding
-        explains = finding.rule in _ALWAYS_EXPLAINS or (finding.device and finding.device != analysis.target)
-        if (finding.name, finding.rule) in known or not explains or finding.rule == "factory_without_device":
+        explains = finding.rule in _ALWAYS_EXPLAINS or (
+            finding.device and finding.device != analysis.target
+        )
+        if (
+            (finding.name, finding.rule) in known
+            or not explains
+            or finding.rule == "factory_without_device"
+        ):
             continue
         causes.append(finding)
         known.add((finding.name, finding.rule))
-        extra += [f for f in problem.fixes if f.scope == "source" and all(f.code != g.code for g in extra)]
+        extra += [
+            f for f in problem.fixes if f.scope == "source" and all(f.code != g.code for g in extra)
+        ]
     return tuple(causes), tuple(extra)
 
 
-_ALWAYS_EXPLAINS = frozenset({"plain_list", "generator_device", "dataparallel", "ddp_rank", "scaler_device", "scheduler_device"})
+_ALWAYS_EXPLAINS = frozenset(
+    {
+        "plain_list",
+        "generator_device",
+        "dataparallel",
+        "ddp_rank",
+        "scaler_device",
+        "scheduler_device",
+    }
+)
 
 
-def _family_problems(facts: MessageFacts, namespace: Mapping[str, Any], analysis: Analysis) -> list[Any]:
+def _family_problems(
+    facts: MessageFacts, namespace: Mapping[str, Any], analysis: Analysis
+) -> list[Any]:
     """Audits of the top-level objects the error's family points at (a DataLoader
     for a generator error); the model comes along so that devices compare."""
     from ipydevice.audits import problems_of
@@ -222,10 +257,17 @@ def _family_problems(facts: MessageFacts, namespace: Mapping[str, Any], analysis
         items = list(namespace.items())[: _settings.current().max_objects]
     except Exception:
         return []
-    roots = [Entry(v, (("name", k),), "namespace", "object", named=True) for k, v in items if type(k) is str and probe.class_name(v) in kinds]
+    roots = [
+        Entry(v, (("name", k),), "namespace", "object", named=True)
+        for k, v in items
+        if type(k) is str and probe.class_name(v) in kinds
+    ]
     for root in roots:
         if probe.is_module(root.obj):  # a (D)DP wrapper is a module: give it its view
-            root.kind, root.module = "module", Scan(_settings.current()).add(root.obj, root.path, "namespace", named=True).module  # type: ignore[union-attr]
+            root.kind, root.module = (
+                "module",
+                Scan(_settings.current()).add(root.obj, root.path, "namespace", named=True).module,
+            )  # type: ignore[union-attr]
     model = analysis.top_module
     return problems_of(([model] if model is not None else []) + roots) if roots else []
 
@@ -272,6 +314,7 @@ def _in_ipython() -> bool:
         return sys.modules["IPython"].get_ipython() is not None
     except Exception:
         return False
+
 
 def _name_deeper(scan: Scan, analysis: Analysis, namespace: Mapping[str, Any]) -> bool:
     """Searches the namespace in depth for the objects the report is about.

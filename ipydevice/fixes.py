@@ -142,7 +142,9 @@ def _plan_tensor(plan: _Plan, entry: Entry, by_path: dict, target: str) -> None:
     container = entry.container
     if container is not None and len(path) == 2 and _is_batch(container):
         # ``batch['x']``: rebuild (or .to()) the whole batch, as the user would.
-        holder = by_path.get(path[:1]) or Entry(container, path[:1], "namespace", "container", named=True)
+        holder = by_path.get(path[:1]) or Entry(
+            container, path[:1], "namespace", "container", named=True
+        )
         _plan_container(plan, holder, target)
         return
     if container is not None and probe.is_a(container, tuple):
@@ -180,7 +182,9 @@ def _plan_container(plan: _Plan, entry: Entry, target: str) -> None:
     if type(fields) is tuple:
         values = tuple.__iter__(obj)
         moved = ", ".join(
-            f"{f}={text}.{f}.to({target!r})" for f, v in zip(fields, values, strict=False) if probe.is_tensor(v) and is_name(f)
+            f"{f}={text}.{f}.to({target!r})"
+            for f, v in zip(fields, values, strict=False)
+            if probe.is_tensor(v) and is_name(f)
         )
         plan.add(Step("sequence", entry.path, target), f"{text} = {text}._replace({moved})", text)
         return

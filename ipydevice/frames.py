@@ -30,7 +30,15 @@ from typing import Any
 from ipydevice import probe
 from ipydevice.model import FrameSummary
 
-__all__ = ["FrameView", "bound_names", "cell_number", "is_user_file", "line_operands", "source_location", "walk_frames"]
+__all__ = [
+    "FrameView",
+    "bound_names",
+    "cell_number",
+    "is_user_file",
+    "line_operands",
+    "source_location",
+    "walk_frames",
+]
 
 
 @dataclass(eq=False)
@@ -218,13 +226,14 @@ def statement_at(tree: ast.AST, lineno: int) -> ast.stmt | None:
     """The innermost statement spanning ``lineno``."""
     best: ast.stmt | None = None
     for node in ast.walk(tree):
-        if isinstance(node, ast.stmt) and node.lineno <= lineno <= (node.end_lineno or node.lineno):
-            if (
-                best is None
-                or (node.lineno >= best.lineno
-                and (node.end_lineno or 0) <= (best.end_lineno or 0))
-            ):
-                best = node
+        if not isinstance(node, ast.stmt):
+            continue
+        spans = node.lineno <= lineno <= (node.end_lineno or node.lineno)
+        if spans and (
+            best is None
+            or (node.lineno >= best.lineno and (node.end_lineno or 0) <= (best.end_lineno or 0))
+        ):
+            best = node
     return best
 
 

@@ -24,7 +24,9 @@ def record(item: Any, call: Any) -> None:
     from ipydevice.excepthook import report_text
 
     try:
-        text = report_text(excinfo.value, namespace=getattr(getattr(item, "module", None), "__dict__", None))
+        text = report_text(
+            excinfo.value, namespace=getattr(getattr(item, "module", None), "__dict__", None)
+        )
     except Exception as failure:  # never turn a test failure into a plugin crash
         from ipydevice._debug import debug_enabled, describe_failure
 

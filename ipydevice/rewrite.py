@@ -65,4 +65,4 @@ def add_keyword(lines: list[str], call: ast.Call, keyword: str) -> list[str]:
     before = text[:close].rstrip()
     if call.args or call.keywords:
         before += " " if before.endswith(",") else ", "
-    return lines[:end_line] + [before + keyword + text[close:]] + lines[end_line + 1 :]
+    return [*lines[:end_line], before + keyword + text[close:], *lines[end_line + 1 :]]

@@ -218,7 +218,14 @@ class Scan:
                 return
             if _kind_of(child) is None:
                 continue
-            entry = self.add(child, (*parent.path, step), parent.where, owner=parent, user=parent.user, **inherited)
+            entry = self.add(
+                child,
+                (*parent.path, step),
+                parent.where,
+                owner=parent,
+                user=parent.user,
+                **inherited,
+            )
             if entry is not None:
                 entry.owner = parent
 
@@ -248,7 +255,9 @@ class Scan:
             count += 1
             if count > self.settings.max_modules:
                 view.truncated = True
-                self._note(f"{format_path(path)}: only the first {self.settings.max_modules} submodules were scanned")
+                self._note(
+                    f"{format_path(path)}: only the first {self.settings.max_modules} submodules were scanned"
+                )
                 break
             children = self._module_level(current, rel, view)
             if rel:
@@ -323,7 +332,9 @@ class Scan:
 
     # -- naming from the namespace --------------------------------------------------
 
-    def name_from(self, namespace: Mapping[str, Any], only: set[int] | None = None, deep: bool = True) -> None:
+    def name_from(
+        self, namespace: Mapping[str, Any], only: set[int] | None = None, deep: bool = True
+    ) -> None:
         """Gives entries namespace paths, walking ``namespace`` breadth first.
 
         Args:
@@ -379,7 +390,9 @@ class Scan:
             obj, path, depth = queue[head]
             head += 1
             self._visits += 1
-            room = self.settings.max_objects - self._visits - len(self.entries) - (len(queue) - head)
+            room = (
+                self.settings.max_objects - self._visits - len(self.entries) - (len(queue) - head)
+            )
             scanned = self.entries.get(id(obj))
             view = scanned.module if scanned is not None and scanned.obj is obj else None
             children: Iterable[tuple[Path, Any]]
@@ -740,7 +753,11 @@ def _module_children(module: Any, limit: int) -> Iterator[tuple[tuple[str, Any],
             if tensor is not None:
                 yield ("attr", name), tensor
     for name, value in _public_items(state, limit):
-        if probe.is_tensor(value) or probe.is_a(value, (list, tuple, dict)) or probe.is_optimizer(value):
+        if (
+            probe.is_tensor(value)
+            or probe.is_a(value, (list, tuple, dict))
+            or probe.is_optimizer(value)
+        ):
             yield ("attr", name), value
 
 
@@ -764,7 +781,11 @@ def _only_usual_attributes(module: Any, state: dict) -> bool:
     usual = _USUAL_ATTRIBUTES.get(id(kind))
     if usual is not None:
         return state.keys() <= usual
-    if all(key[:1] == "_" or id(type(value)) in _ATOM_IDS for key, value in _dict_items(state, 256) if type(key) is str):
+    if all(
+        key[:1] == "_" or id(type(value)) in _ATOM_IDS
+        for key, value in _dict_items(state, 256)
+        if type(key) is str
+    ):
         _USUAL_ATTRIBUTES[id(kind)] = frozenset(key for key in state if type(key) is str)
     return False
 
@@ -812,7 +833,9 @@ def _optimizer_view(opt: Any) -> OptimizerView:
     for group in list.__iter__(groups) if probe.is_a(groups, list) else []:
         if not probe.is_a(group, dict):
             continue
-        step_exempt = not (dict.get(group, "capturable") is True or dict.get(group, "fused") is True)
+        step_exempt = not (
+            dict.get(group, "capturable") is True or dict.get(group, "fused") is True
+        )
         params = dict.get(group, "params")
         for param in list.__iter__(params) if probe.is_a(params, list) else []:
             view.params.append(param)
@@ -843,18 +866,37 @@ def shares_of(
 def record_of(entry: Entry, limit: int = 200) -> ObjectRecord:
     """Turns one transient entry into a row of strings and numbers."""
     obj = entry.obj
-    base = {"name": entry.name, "kind": entry.kind, "type_name": probe.class_name(obj), "where": entry.where}
-    base.update(path=entry.path if entry.named else (), parent_kind=entry.parent_kind, is_index=entry.is_index)
+    base = {
+        "name": entry.name,
+        "kind": entry.kind,
+        "type_name": probe.class_name(obj),
+        "where": entry.where,
+    }
+    base.update(
+        path=entry.path if entry.named else (),
+        parent_kind=entry.parent_kind,
+        is_index=entry.is_index,
+    )
     if entry.kind in ("tensor", "parameter", "buffer", "attribute", "optimizer state"):
         device, shape, dtype, nbytes, detail = entry.facts
-        return ObjectRecord(device=device, shape=shape, dtype=dtype, nbytes=nbytes, detail=detail, **base)
+        return ObjectRecord(
+            device=device, shape=shape, dtype=dtype, nbytes=nbytes, detail=detail, **base
+        )
     if entry.module is not None:
         shares = entry.module.shares()
         detail = _module_detail(entry.module)
-        return ObjectRecord(device=_one_device(shares), nbytes=sum(s.nbytes for s in shares), shares=shares, detail=detail, **base)
+        return ObjectRecord(
+            device=_one_device(shares),
+            nbytes=sum(s.nbytes for s in shares),
+            shares=shares,
+            detail=detail,
+            **base,
+        )
     if entry.optimizer is not None:
         shares = shares_of(entry.optimizer.params)
-        detail = f"{len(entry.optimizer.params)} parameters, {len(entry.optimizer.state)} state tensors"
+        detail = (
+            f"{len(entry.optimizer.params)} parameters, {len(entry.optimizer.state)} state tensors"
+        )
         return ObjectRecord(device=_one_device(shares), shares=shares, detail=detail, **base)
     items = _container_items(obj, limit + 1) or []
     children = (child for _, child in items[:limit] if id(type(child)) not in _ATOM_IDS)
@@ -864,7 +906,11 @@ def record_of(entry: Entry, limit: int = 200) -> ObjectRecord:
     if len(items) > limit:
         detail += f" (first {limit} scanned)"
     return ObjectRecord(
-        device=_one_device(shares), nbytes=sum(s.nbytes for s in shares), shares=shares, detail=detail, **base
+        device=_one_device(shares),
+        nbytes=sum(s.nbytes for s in shares),
+        shares=shares,
+        detail=detail,
+        **base,
     )
 
 

@@ -33,7 +33,28 @@ __all__ = ["FACTORIES", "factory_fixes", "module_list_fix", "register_buffer_fix
 
 #: torch functions that create a tensor and take ``device=``.
 FACTORIES = frozenset(
-    ["zeros", "ones", "empty", "full", "arange", "range", "linspace", "logspace", "eye", "rand", "randn", "randint", "randperm", "tensor", "as_tensor", "scalar_tensor", "tril_indices", "triu_indices", "empty_strided", "normal"]
+    [
+        "zeros",
+        "ones",
+        "empty",
+        "full",
+        "arange",
+        "range",
+        "linspace",
+        "logspace",
+        "eye",
+        "rand",
+        "randn",
+        "randint",
+        "randperm",
+        "tensor",
+        "as_tensor",
+        "scalar_tensor",
+        "tril_indices",
+        "triu_indices",
+        "empty_strided",
+        "normal",
+    ]
 )
 
 
@@ -117,15 +138,13 @@ def _last_assignment(tree: ast.AST, name: str, before: int) -> ast.Assign | ast.
         )
         if (
             node is not tree
-            and any(isinstance(t, ast.Name) and t.id == name for t in targets)
             and len(targets) == 1
+            and any(isinstance(t, ast.Name) and t.id == name for t in targets)
+            and node.lineno <= before
+            and getattr(node, "value", None) is not None
+            and (best is None or node.lineno > best.lineno)
         ):
-            if (
-                node.lineno <= before
-                and getattr(node, "value", None) is not None
-                and (best is None or node.lineno > best.lineno)
-            ):
-                best = node
+            best = node
     return best
 
 
@@ -264,9 +283,10 @@ def _self_assignment(code: Any, name: str) -> tuple[FrameLike, ast.stmt, int] | 
                     and t.attr == name
                     and isinstance(t.value, ast.Name)
                     and t.value.id == "self"
+                    and len(targets) == 1
+                    and node.value is not None
                 ):
-                    if len(targets) == 1 and node.value is not None:
-                        return FrameLike(code, {}), node, offset
+                    return FrameLike(code, {}), node, offset
     return None
 
 
@@ -284,10 +304,14 @@ def register_buffer_fix(owner: Any, name: str) -> Fix | None:
 
     def change(lines: list[str], node: ast.AST) -> list[str]:
         value = segment(lines, node.value)
-        return replace_span(lines, node, f"self.register_buffer({name!r}, {value}, persistent=False)")
+        return replace_span(
+            lines, node, f"self.register_buffer({name!r}, {value}, persistent=False)"
+        )
 
     cls = probe.class_name(owner)
-    return _class_edit(owner, name, change, f"Register {cls}.{name} as a buffer so that .to() moves it")
+    return _class_edit(
+        owner, name, change, f"Register {cls}.{name} as a buffer so that .to() moves it"
+    )
 
 
 def module_list_fix(owner: Any, name: str) -> Fix | None:
@@ -301,10 +325,14 @@ def module_list_fix(owner: Any, name: str) -> Fix | None:
         return replace_span(lines, node.value, f"{prefix}{wrapper}({text})")
 
     cls = probe.class_name(owner)
-    return _class_edit(owner, name, change, f"Hold {cls}.{name} in an nn.{wrapper} so that .to() moves its modules")
+    return _class_edit(
+        owner, name, change, f"Hold {cls}.{name} in an nn.{wrapper} so that .to() moves its modules"
+    )
 
 
-def _register_buffer_fix(entry: Entry, scan: Scan, causes: list[Culprit], target: str) -> Fix | None:
+def _register_buffer_fix(
+    entry: Entry, scan: Scan, causes: list[Culprit], target: str
+) -> Fix | None:
     found = _owner_of(entry, scan, attribute=True)
     if found is None:
         return None
@@ -313,7 +341,16 @@ def _register_buffer_fix(entry: Entry, scan: Scan, causes: list[Culprit], target
     cls = probe.class_name(owner)
     why = f"self.{name} is a plain tensor attribute of {cls}: module.to() never moves it"
     location = fix.location if fix else ""
-    finding = Finding(entry.name, entry.facts[0], "attribute", entry.where, why, rule="unregistered_tensor", target=target, location=location)
+    finding = Finding(
+        entry.name,
+        entry.facts[0],
+        "attribute",
+        entry.where,
+        why,
+        rule="unregistered_tensor",
+        target=target,
+        location=location,
+    )
     causes.append(Culprit(finding, [entry]))
     return fix
 
@@ -328,7 +365,16 @@ def _module_list_fix(entry: Entry, scan: Scan, causes: list[Culprit], target: st
     why = f"self.{name} is a plain {type(value).__name__} of modules: module.to() and .parameters() never see them"
     list_name = entry.name.rsplit("[", 1)[0] if "[" in entry.name else entry.name
     location = fix.location if fix else ""
-    finding = Finding(list_name, "", "plain list", entry.where, why, rule="plain_list", target=target, location=location)
+    finding = Finding(
+        list_name,
+        "",
+        "plain list",
+        entry.where,
+        why,
+        rule="plain_list",
+        target=target,
+        location=location,
+    )
     causes.append(Culprit(finding, [entry]))
     return fix
 
@@ -376,7 +422,14 @@ def _factories_in(code: Any, label: str) -> list[tuple[str, Fix]]:
         if edit is None or stmt is None:
             continue
         change, title = edit
-        fix = _apply_edit(code.co_filename, lines, stmt, offset, _shifted(change, node, stmt), f"{title} in {label}")
+        fix = _apply_edit(
+            code.co_filename,
+            lines,
+            stmt,
+            offset,
+            _shifted(change, node, stmt),
+            f"{title} in {label}",
+        )
         if fix is not None:
             out.append((label, fix))
     return out
@@ -386,7 +439,11 @@ def _moved_calls(tree: ast.AST) -> set[int]:
     """Calls whose result is moved on the spot (``f(...).to(d)``, ``.cuda()``)."""
     out = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("to", "cuda"):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("to", "cuda")
+        ):
             out.add(id(node.func.value))
     return out
 
@@ -402,16 +459,32 @@ def _stray_source(call: ast.Call, moved: set[int], device: str) -> tuple[Any, st
         return None
     keywords = {k.arg for k in call.keywords}
     func = call.func
-    name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
-    base = func.value.id if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) else ""
+    name = (
+        func.attr
+        if isinstance(func, ast.Attribute)
+        else func.id
+        if isinstance(func, ast.Name)
+        else ""
+    )
+    base = (
+        func.value.id
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)
+        else ""
+    )
     if _is_factory(call) and "device" not in keywords:
         return ("keyword", f"device={device}"), "Create the tensor on the input's device"
     if base == "torch" and name == "from_numpy":
         return ("move", device), "Move the array's tensor (always on the CPU) to the model's device"
     if "return_tensors" in keywords:
-        return ("move", device), "Move the tokenizer's tensors (always on the CPU) to the model's device"
+        return (
+            "move",
+            device,
+        ), "Move the tokenizer's tensors (always on the CPU) to the model's device"
     if base == "torch" and name == "load" and "map_location" not in keywords:
-        return ("keyword", f"map_location={device}"), "Load the checkpoint onto the model's device, not where it was saved"
+        return (
+            "keyword",
+            f"map_location={device}",
+        ), "Load the checkpoint onto the model's device, not where it was saved"
     return None
 
 
@@ -432,9 +505,13 @@ def _shifted(change: tuple[str, str], call: ast.Call, stmt: ast.stmt) -> Any:
 def _statement_of(tree: ast.AST, target: ast.AST) -> ast.stmt | None:
     best = None
     for node in ast.walk(tree):
-        if isinstance(node, ast.stmt) and not isinstance(node, (ast.FunctionDef, ast.If, ast.For, ast.While, ast.With)):
-            if any(child is target for child in ast.walk(node)):
-                best = node
+        compound = isinstance(node, (ast.FunctionDef, ast.If, ast.For, ast.While, ast.With))
+        if (
+            isinstance(node, ast.stmt)
+            and not compound
+            and any(child is target for child in ast.walk(node))
+        ):
+            best = node
     return best
 
 

@@ -132,6 +132,7 @@ def _header_html(d: Diagnosis) -> str:
     table = table_html(rows, culprits, len(rows)) if rows else ""
     return f'<div style="{ROOT_STYLE.split(";border-left")[0]}">{header_html(d)}{table}</div>'
 
+
 def _details(d: Diagnosis) -> Any:
     """Every object of the snapshot, folded (an HTML ``<details>``: one widget, not
     an Accordion of four)."""
@@ -150,6 +151,7 @@ def _details(d: Diagnosis) -> Any:
     box = w.HTML(body)
     box.add_class("ipydevice-details")
     return box
+
 
 def _fix_box(
     number: int,

@@ -7,9 +7,9 @@ import types
 
 import pytest
 import torch
+from cells import Notebook
 
 import ipydevice
-from cells import Notebook
 
 IMPORTS = "import torch\nimport torch.nn as nn\n"
 
@@ -58,18 +58,29 @@ scale = torch.tensor(2.0)
     checkup = ipydevice.check(namespace=nb.ns)
     assert not checkup, str(checkup)
     assert "no device problems" in str(checkup)
-    assert not ipydevice.check(nb.ns["model"], nb.ns["batch"], nb.ns["opt"], nb.ns["criterion"], namespace=nb.ns)
+    assert not ipydevice.check(
+        nb.ns["model"], nb.ns["batch"], nb.ns["opt"], nb.ns["criterion"], namespace=nb.ns
+    )
 
 
 def test_split_module_head_added_after_to():
-    source = NET.replace("        self.cache = torch.zeros(8)\n", "").replace("        self.blocks = [nn.Linear(8, 8)]\n", "")
-    nb = notebook(source.replace(" + self.cache + pos", "") + "model = Net().to('meta')\nmodel.head = nn.Linear(8, 2)\n")
+    source = NET.replace("        self.cache = torch.zeros(8)\n", "").replace(
+        "        self.blocks = [nn.Linear(8, 8)]\n", ""
+    )
+    nb = notebook(
+        source.replace(" + self.cache + pos", "")
+        + "model = Net().to('meta')\nmodel.head = nn.Linear(8, 2)\n"
+    )
     checkup = ipydevice.check(nb.ns["model"], namespace=nb.ns)
     problem = by_rule(checkup, "split_module")
     assert problem.name == "model" and "but model.head is not" in problem.why
     fix = fix_for(checkup, "model.to('meta')")
     assert fix.apply(nb.ns).ok
-    assert not [p for p in ipydevice.check(nb.ns["model"], namespace=nb.ns).problems if p.rule == "split_module"]
+    assert not [
+        p
+        for p in ipydevice.check(nb.ns["model"], namespace=nb.ns).problems
+        if p.rule == "split_module"
+    ]
 
 
 def test_unregistered_tensor_attribute():
@@ -88,7 +99,10 @@ def test_plain_list_of_layers():
     checkup = ipydevice.check(nb.ns["model"], namespace=nb.ns)
     problem = by_rule(checkup, "plain_list")
     assert problem.name == "model.blocks" and problem.location
-    assert fix_for(checkup, "ModuleList").code.strip() == "self.blocks = nn.ModuleList([nn.Linear(8, 8)])"
+    assert (
+        fix_for(checkup, "ModuleList").code.strip()
+        == "self.blocks = nn.ModuleList([nn.Linear(8, 8)])"
+    )
 
 
 def test_factory_call_without_device_in_forward():
@@ -110,7 +124,9 @@ ids = torch.randn(3, 4)
 good = torch.randn(3, 4, device='meta')
 """)
     checkup = ipydevice.check(nb.ns["model"], nb.ns["ids"], namespace=nb.ns)
-    assert [p.rule for p in checkup.problems] == ["stray_tensor"]  # no split_module: dispatched on purpose
+    assert [p.rule for p in checkup.problems] == [
+        "stray_tensor"
+    ]  # no split_module: dispatched on purpose
     assert checkup.problems[0].name == "ids" and checkup.problems[0].target == "meta"
     assert all(".to(" not in f.code or "model" not in f.code for f in checkup.fixes)
     assert not ipydevice.check(nb.ns["model"], nb.ns["good"], namespace=nb.ns)
@@ -134,7 +150,7 @@ for state in opt.state.values():
 
 
 def test_grad_scaler_for_another_device_type():
-    with pytest.warns(UserWarning):
+    with pytest.warns(UserWarning, match="CUDA is not available"):
         scaler = torch.amp.GradScaler("cuda")  # warns and disables itself without CUDA
     nb = notebook("model = nn.Linear(4, 2)\n")
     nb.ns["scaler"] = scaler
@@ -143,7 +159,9 @@ def test_grad_scaler_for_another_device_type():
 
 
 def test_dataloader_generator_not_on_the_cpu():
-    nb = notebook("from torch.utils.data import DataLoader\nmodel = nn.Linear(4, 2)\nloader = DataLoader(list(range(8)), shuffle=True)\n")
+    nb = notebook(
+        "from torch.utils.data import DataLoader\nmodel = nn.Linear(4, 2)\nloader = DataLoader(list(range(8)), shuffle=True)\n"
+    )
     nb.ns["loader"].generator = types.SimpleNamespace(device=torch.device("cuda", 0))
     problem = by_rule(ipydevice.check(namespace=nb.ns), "generator_device")
     assert problem.name == "loader" and problem.target == "cpu"
@@ -198,7 +216,9 @@ criterion = nn.CrossEntropyLoss(weight=torch.ones(3))
 
 
 def test_watch_reads_only_the_names_a_cell_bound():
-    nb = notebook("model = nn.Linear(4, 2).to('meta')\nx = torch.randn(3, 4)\nok = torch.randn(3, 4, device='meta')\n")
+    nb = notebook(
+        "model = nn.Linear(4, 2).to('meta')\nx = torch.randn(3, 4)\nok = torch.randn(3, 4, device='meta')\n"
+    )
     assert [p.name for p in ipydevice.audits.watch(nb.ns, ["x", "ok"]).problems] == ["x"]
     assert not ipydevice.audits.watch(nb.ns, ["ok"])
 
@@ -217,7 +237,11 @@ def test_checkup_renders_and_tables():
     checkup = ipydevice.check(namespace=nb.ns)
     html = checkup._repr_html_()
     assert "ipydevice-panel" in html and "<script" not in html
-    assert set(checkup.table()["rule"]) >= {"unregistered_tensor", "plain_list", "factory_without_device"}
+    assert set(checkup.table()["rule"]) >= {
+        "unregistered_tensor",
+        "plain_list",
+        "factory_without_device",
+    }
     assert repr(checkup).startswith("<Checkup")
 
 
@@ -246,7 +270,9 @@ model = Encoder()
     assert 'state = torch.load("cache.pt", map_location=x.device)' in codes
     assert not any(code.startswith("ok =") for code in codes)  # moved on the spot: fine
     for problem in checkup.problems:
-        assert problem.rule == "factory_without_device" and problem.location.startswith("<ipython-input-")
+        assert problem.rule == "factory_without_device" and problem.location.startswith(
+            "<ipython-input-"
+        )
 
 
 def test_family_audits_join_the_error_panel():
@@ -257,7 +283,9 @@ model = nn.Linear(4, 2)
 loader = DataLoader(list(range(8)), shuffle=True)
 loader.generator = types.SimpleNamespace(device=torch.device('cuda', 0))
 """)
-    exc = nb.fails("raise RuntimeError(\"Expected a 'cpu' device type for generator but found 'cuda'\")\n")
+    exc = nb.fails(
+        "raise RuntimeError(\"Expected a 'cpu' device type for generator but found 'cuda'\")\n"
+    )
     d = ipydevice.diagnose(exc, namespace=nb.ns)
     assert d.family == "generator_mismatch"
     assert [c.name for c in d.causes if c.rule == "generator_device"] == ["loader"]
@@ -279,4 +307,6 @@ scheduler.best = torch.tensor([0.5])  # a metric tensor kept instead of a float
     problem = by_rule(ipydevice.check(namespace=nb.ns), "scheduler_device")
     assert problem.name == "scheduler" and problem.device == "cpu" and "best on cpu" in problem.why
     nb.ns["scheduler"].best = 0.5
-    assert not [p for p in ipydevice.check(namespace=nb.ns).problems if p.rule == "scheduler_device"]
+    assert not [
+        p for p in ipydevice.check(namespace=nb.ns).problems if p.rule == "scheduler_device"
+    ]

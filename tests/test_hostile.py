@@ -316,10 +316,7 @@ HOLDERS: dict[str, tuple[Any, str]] = {
 
 @pytest.mark.parametrize(
     ("holder", "expression"),
-    [
-        pytest.param(*HOLDERS[key], id=key)
-        for key in HOLDERS
-    ],
+    [pytest.param(*HOLDERS[key], id=key) for key in HOLDERS],
 )
 def test_culprit_inside_hostile_container(holder: Any, expression: str) -> None:
     nb, exc = device_error(holder(torch.randn(3, 4)), f"out = model({expression})\n")

@@ -43,9 +43,7 @@ ALTERNATIVES = {
     ("meta_device", "rnn_mismatch"): lambda e, f: "meta" in f.devices,
     # obs-opt-* entries with foreach=False raise the generic E or A message: nothing in
     # the text says "optimizer"; only the traceback (Adam.step) can tell.
-    ("optimizer_state", "op_mismatch"): lambda e, f: bool(
-        _GENERIC_WORDING.search(e["message"])
-    ),
+    ("optimizer_state", "op_mismatch"): lambda e, f: bool(_GENERIC_WORDING.search(e["message"])),
     # The corpus has no xla category; its one XLA message is filed as 'other'.
     ("other", "xla"): lambda e, f: True,
 }
@@ -141,12 +139,13 @@ _DYNAMO_F = (
     "Dynamo failed to run FX node with fake tensors: call_function <built-in function add>"
     "(*(FakeTensor(..., device='cuda:0', size=(2,)), FakeTensor(..., size=(2,))), **{}): "
     "got RuntimeError('Unhandled FakeTensor Device Propagation for aten.add.Tensor, found two"
-    " different devices cuda:0, cpu')\n\nfrom user code:\n   File \"<ipython-input-3>\", line 2"
+    ' different devices cuda:0, cpu\')\n\nfrom user code:\n   File "<ipython-input-3>", line 2'
 )
 _DYNAMO_F_PRIME = (
     "Dynamo failed to run FX node with fake tensors: call_function <built-in method matmul of "
     "type object at 0x7f>(*(FakeTensor(..., device='cuda:1', size=(4, 4)), FakeTensor(..., "
-    "device='cuda:0', size=(4, 4))), **{}): got FakeTensorDeviceMismatchError('" + _A
+    "device='cuda:0', size=(4, 4))), **{}): got FakeTensorDeviceMismatchError('"
+    + _A
     + "cuda:0 and cuda:1!')"
 )
 _CUDA_HINT = (
@@ -156,120 +155,295 @@ _CUDA_HINT = (
 )
 # (id, message, exc_type, expected fields)
 VARIANTS: list[tuple[str, str, str, dict[str, Any]]] = [
-    ("xpu-cpu", _A + "xpu:0 and cpu!", "RuntimeError",
-     {"family": "op_mismatch", "devices": ("xpu:0", "cpu"), "offending": None}),
-    ("hpu-cpu", _A + "hpu:0 and cpu!", "RuntimeError",
-     {"family": "op_mismatch", "devices": ("hpu:0", "cpu")}),
-    ("npu1-npu0-b3", _A + "npu:1 and npu:0! (when checking argument for argument mat2 in "
-     "method wrapper_NPU_mm)", "RuntimeError",
-     {"family": "op_mismatch", "devices": ("npu:1", "npu:0"), "argument": "mat2", "op": "mm"}),
-    ("privateuseone", _A + "privateuseone:0 and cpu!", "RuntimeError",
-     {"devices": ("privateuseone:0", "cpu")}),
-    ("musa-renamed-privateuse1", _A + "musa:0 and cpu!", "RuntimeError",
-     {"devices": ("musa:0", "cpu")}),
-    ("b4-cat-tensors", "Expected all tensors to be on the same device, but got tensors is on "
-     "cpu, different from other tensors on cuda:0 (when checking argument in method "
-     "wrapper_CUDA_cat)", "RuntimeError",
-     {"family": "op_mismatch", "devices": ("cpu", "cuda:0"), "argument": "tensors",
-      "op": "cat", "offending": "cpu", "expected": "cuda:0"}),
-    ("b4-embedding-index", "Expected all tensors to be on the same device, but got index is on "
-     "cpu, different from other tensors on cuda:0 (when checking argument in method "
-     "wrapper_CUDA__index_select)", "RuntimeError",
-     {"family": "index_mismatch", "argument": "index", "op": "index_select"}),
-    ("legacy-backend-mask", "Expected object of backend CPU but got backend CUDA for argument "
-     "#2 'mask'", "RuntimeError",
-     {"family": "op_mismatch", "devices": ("cpu", "cuda"), "argument": "mask",
-      "expected": "cpu", "offending": "cuda"}),
-    ("legacy-thnn-conv", "Expected object of device type cuda but got device type cpu for "
-     "argument #1 'self' in call to _thnn_conv2d_forward", "RuntimeError",
-     {"family": "op_mismatch", "devices": ("cuda", "cpu"), "argument": "self",
-      "op": "conv2d_forward"}),
-    ("same-common-device", "Expected all tensors to be on the same common device, but found at "
-     "least two devices, cuda:0 and cpu!", "RuntimeError",
-     {"family": "op_mismatch", "devices": ("cuda:0", "cpu")}),
-    ("fake-add-tensor", "Unhandled FakeTensor Device Propagation for aten.add.Tensor, found two "
-     "different devices cuda:0, cpu", "RuntimeError",
-     {"family": "op_mismatch", "devices": ("cuda:0", "cpu"), "op": "aten.add.Tensor"}),
-    ("dynamo-wrapped-f", _DYNAMO_F, "torch._dynamo.exc.TorchRuntimeError",
-     {"family": "op_mismatch", "devices": ("cuda:0", "cpu"), "op": "aten.add.Tensor"}),
-    ("dynamo-wrapped-f-prime", _DYNAMO_F_PRIME, "torch._dynamo.exc.TorchRuntimeError",
-     {"family": "op_mismatch", "devices": ("cuda:0", "cuda:1"), "op": "matmul"}),
-    ("multiline-cuda-hint", _A + "cuda:0 and cpu!" + _CUDA_HINT, "RuntimeError",
-     {"family": "op_mismatch", "devices": ("cuda:0", "cpu")}),
-    ("dotted-exc-class", _A + "cuda:0 and cpu!",
-     "torch._subclasses.fake_tensor.FakeTensorDeviceMismatchError",
-     {"family": "op_mismatch", "devices": ("cuda:0", "cpu")}),
-    ("libtorch-c10-error", "Input type (CUDAFloatType) and bias type (CPUFloatType) should be "
-     "the same", "c10::Error",
-     {"family": "conv_type_mismatch", "devices": ("cuda", "cpu"), "role": "bias"}),
-    ("pr168064-conv", "Expected input and weight to be on the same device (got cuda:0 and cpu)",
-     "RuntimeError",
-     {"family": "op_mismatch", "devices": ("cuda:0", "cpu"), "role": "weight"}),
-    ("mixed-case", "EXPECTED ALL TENSORS TO BE ON THE SAME DEVICE, BUT FOUND AT LEAST TWO "
-     "DEVICES, CUDA:0 AND CPU!", "RuntimeError",
-     {"family": "op_mismatch", "devices": ("cuda:0", "cpu")}),
-    ("reflowed-whitespace", "Expected all tensors to be on\nthe same  device, but found at least"
-     "\n  two devices, Cuda:1 and cuda:0!", "RuntimeError",
-     {"family": "op_mismatch", "devices": ("cuda:1", "cuda:0")}),
-    ("e-cuda-xpu", "Tensor on device cuda:0 is not on the expected device xpu:0!",
-     "RuntimeError",
-     {"family": "op_mismatch", "devices": ("cuda:0", "xpu:0"), "offending": "cuda:0",
-      "expected": "xpu:0"}),
-    ("b2-cudnn-weight", _A + "cuda:0 and cpu! (when checking argument for argument weight in "
-     "method wrapper__cudnn_convolution)", "RuntimeError",
-     {"family": "op_mismatch", "op": "cudnn_convolution", "role": "weight"}),
-    ("checksamegpu-mps-mm", "Tensor for argument #2 'mat1' is on CPU, but expected it to be on "
-     "GPU (while checking arguments for mm)", "RuntimeError",
-     {"family": "op_mismatch", "devices": ("cpu", "gpu"), "argument": "mat1", "op": "mm",
-      "offending": "cpu", "expected": "gpu"}),
-    ("checksamegpu-ordinals", "Expected tensor for argument #1 'input' to have the same device "
-     "as tensor for argument #2 'weight'; but device 1 does not equal 0 (while checking "
-     "arguments for cudnn_convolution)", "RuntimeError",
-     {"family": "op_mismatch", "devices": ("cuda:1", "cuda:0"), "argument": "input",
-      "op": "cudnn_convolution", "role": "weight", "offending": "cuda:1",
-      "expected": "cuda:0"}),
-    ("mps-placeholder", "Placeholder storage has not been allocated on MPS device!",
-     "RuntimeError", {"family": "mps", "devices": (), "expected": "mps"}),
-    ("index-fill-two-operands", "index_fill_(): self and index expected to be in the same "
-     "device, but got (self) cuda:0, (index) cpu", "RuntimeError",
-     {"family": "index_mismatch", "devices": ("cuda:0", "cpu"), "op": "index_fill_",
-      "argument": None}),
-    ("numpy-cuda0", "can't convert cuda:0 device type tensor to numpy. Use Tensor.cpu() to "
-     "copy the tensor to host memory first.", "TypeError",
-     {"family": "numpy_conversion", "devices": ("cuda:0",), "offending": "cuda:0"}),
-    ("dataparallel-cuda2", "module must have its parameters and buffers on device cuda:0 "
-     "(device_ids[0]) but found one of them on device: cuda:2", "RuntimeError",
-     {"family": "dataparallel", "devices": ("cuda:0", "cuda:2"), "expected": "cuda:0",
-      "offending": "cuda:2"}),
-    ("accelerate-offloaded-meta", "Some parameters are on the meta device device because they "
-     "were offloaded to the cpu.", "warning",
-     {"family": "hf_warning", "devices": ("meta", "cpu")}),
-    ("accelerate-8bit", "You can't train a model that has been loaded in 8-bit precision on a "
-     "different device than the one you're training on. Make sure you loaded the model on the "
-     "correct device using for example `device_map={'':torch.cuda.current_device()}`",
-     "ValueError", {"family": "hf_warning", "devices": ()}),
-    ("capturable-false", "If capturable=False, state_steps should not be CUDA tensors.",
-     "RuntimeError", {"family": "optimizer_state", "devices": ("cuda",)}),
-    ("foreach-older", "Tensors of the same index must be on the same device and the same dtype "
-     "except `step` tensors that can be CPU and float32 notwithstanding", "RuntimeError",
-     {"family": "optimizer_state", "devices": ()}),
-    ("thc-current-device", "Input, output and indices must be on the current device",
-     "RuntimeError", {"family": "op_mismatch", "devices": ()}),
-    ("generator-xpu", "Expected a 'xpu' device type for generator but found 'cpu'",
-     "RuntimeError",
-     {"family": "generator_mismatch", "devices": ("xpu", "cpu"), "argument": "generator"}),
-    ("fallback-unknown-wording", "Tensors must be on the same device: got cuda:1 for argument "
-     "'other' and cuda:0 for 'self'", "RuntimeError",
-     {"family": "op_mismatch", "devices": ("cuda:1", "cuda:0"), "argument": None}),
-    ("fallback-different-devices", "The input tensors are located on different devices",
-     "RuntimeError", {"family": "op_mismatch", "devices": ()}),
-    ("fake-exc-unknown-text", "something went wrong", "FakeTensorDeviceMismatchError",
-     {"family": "op_mismatch", "devices": ()}),
+    (
+        "xpu-cpu",
+        _A + "xpu:0 and cpu!",
+        "RuntimeError",
+        {"family": "op_mismatch", "devices": ("xpu:0", "cpu"), "offending": None},
+    ),
+    (
+        "hpu-cpu",
+        _A + "hpu:0 and cpu!",
+        "RuntimeError",
+        {"family": "op_mismatch", "devices": ("hpu:0", "cpu")},
+    ),
+    (
+        "npu1-npu0-b3",
+        _A + "npu:1 and npu:0! (when checking argument for argument mat2 in method wrapper_NPU_mm)",
+        "RuntimeError",
+        {"family": "op_mismatch", "devices": ("npu:1", "npu:0"), "argument": "mat2", "op": "mm"},
+    ),
+    (
+        "privateuseone",
+        _A + "privateuseone:0 and cpu!",
+        "RuntimeError",
+        {"devices": ("privateuseone:0", "cpu")},
+    ),
+    (
+        "musa-renamed-privateuse1",
+        _A + "musa:0 and cpu!",
+        "RuntimeError",
+        {"devices": ("musa:0", "cpu")},
+    ),
+    (
+        "b4-cat-tensors",
+        "Expected all tensors to be on the same device, but got tensors is on "
+        "cpu, different from other tensors on cuda:0 (when checking argument in method "
+        "wrapper_CUDA_cat)",
+        "RuntimeError",
+        {
+            "family": "op_mismatch",
+            "devices": ("cpu", "cuda:0"),
+            "argument": "tensors",
+            "op": "cat",
+            "offending": "cpu",
+            "expected": "cuda:0",
+        },
+    ),
+    (
+        "b4-embedding-index",
+        "Expected all tensors to be on the same device, but got index is on "
+        "cpu, different from other tensors on cuda:0 (when checking argument in method "
+        "wrapper_CUDA__index_select)",
+        "RuntimeError",
+        {"family": "index_mismatch", "argument": "index", "op": "index_select"},
+    ),
+    (
+        "legacy-backend-mask",
+        "Expected object of backend CPU but got backend CUDA for argument #2 'mask'",
+        "RuntimeError",
+        {
+            "family": "op_mismatch",
+            "devices": ("cpu", "cuda"),
+            "argument": "mask",
+            "expected": "cpu",
+            "offending": "cuda",
+        },
+    ),
+    (
+        "legacy-thnn-conv",
+        "Expected object of device type cuda but got device type cpu for "
+        "argument #1 'self' in call to _thnn_conv2d_forward",
+        "RuntimeError",
+        {
+            "family": "op_mismatch",
+            "devices": ("cuda", "cpu"),
+            "argument": "self",
+            "op": "conv2d_forward",
+        },
+    ),
+    (
+        "same-common-device",
+        "Expected all tensors to be on the same common device, but found at "
+        "least two devices, cuda:0 and cpu!",
+        "RuntimeError",
+        {"family": "op_mismatch", "devices": ("cuda:0", "cpu")},
+    ),
+    (
+        "fake-add-tensor",
+        "Unhandled FakeTensor Device Propagation for aten.add.Tensor, found two "
+        "different devices cuda:0, cpu",
+        "RuntimeError",
+        {"family": "op_mismatch", "devices": ("cuda:0", "cpu"), "op": "aten.add.Tensor"},
+    ),
+    (
+        "dynamo-wrapped-f",
+        _DYNAMO_F,
+        "torch._dynamo.exc.TorchRuntimeError",
+        {"family": "op_mismatch", "devices": ("cuda:0", "cpu"), "op": "aten.add.Tensor"},
+    ),
+    (
+        "dynamo-wrapped-f-prime",
+        _DYNAMO_F_PRIME,
+        "torch._dynamo.exc.TorchRuntimeError",
+        {"family": "op_mismatch", "devices": ("cuda:0", "cuda:1"), "op": "matmul"},
+    ),
+    (
+        "multiline-cuda-hint",
+        _A + "cuda:0 and cpu!" + _CUDA_HINT,
+        "RuntimeError",
+        {"family": "op_mismatch", "devices": ("cuda:0", "cpu")},
+    ),
+    (
+        "dotted-exc-class",
+        _A + "cuda:0 and cpu!",
+        "torch._subclasses.fake_tensor.FakeTensorDeviceMismatchError",
+        {"family": "op_mismatch", "devices": ("cuda:0", "cpu")},
+    ),
+    (
+        "libtorch-c10-error",
+        "Input type (CUDAFloatType) and bias type (CPUFloatType) should be the same",
+        "c10::Error",
+        {"family": "conv_type_mismatch", "devices": ("cuda", "cpu"), "role": "bias"},
+    ),
+    (
+        "pr168064-conv",
+        "Expected input and weight to be on the same device (got cuda:0 and cpu)",
+        "RuntimeError",
+        {"family": "op_mismatch", "devices": ("cuda:0", "cpu"), "role": "weight"},
+    ),
+    (
+        "mixed-case",
+        "EXPECTED ALL TENSORS TO BE ON THE SAME DEVICE, BUT FOUND AT LEAST TWO "
+        "DEVICES, CUDA:0 AND CPU!",
+        "RuntimeError",
+        {"family": "op_mismatch", "devices": ("cuda:0", "cpu")},
+    ),
+    (
+        "reflowed-whitespace",
+        "Expected all tensors to be on\nthe same  device, but found at least"
+        "\n  two devices, Cuda:1 and cuda:0!",
+        "RuntimeError",
+        {"family": "op_mismatch", "devices": ("cuda:1", "cuda:0")},
+    ),
+    (
+        "e-cuda-xpu",
+        "Tensor on device cuda:0 is not on the expected device xpu:0!",
+        "RuntimeError",
+        {
+            "family": "op_mismatch",
+            "devices": ("cuda:0", "xpu:0"),
+            "offending": "cuda:0",
+            "expected": "xpu:0",
+        },
+    ),
+    (
+        "b2-cudnn-weight",
+        _A + "cuda:0 and cpu! (when checking argument for argument weight in "
+        "method wrapper__cudnn_convolution)",
+        "RuntimeError",
+        {"family": "op_mismatch", "op": "cudnn_convolution", "role": "weight"},
+    ),
+    (
+        "checksamegpu-mps-mm",
+        "Tensor for argument #2 'mat1' is on CPU, but expected it to be on "
+        "GPU (while checking arguments for mm)",
+        "RuntimeError",
+        {
+            "family": "op_mismatch",
+            "devices": ("cpu", "gpu"),
+            "argument": "mat1",
+            "op": "mm",
+            "offending": "cpu",
+            "expected": "gpu",
+        },
+    ),
+    (
+        "checksamegpu-ordinals",
+        "Expected tensor for argument #1 'input' to have the same device "
+        "as tensor for argument #2 'weight'; but device 1 does not equal 0 (while checking "
+        "arguments for cudnn_convolution)",
+        "RuntimeError",
+        {
+            "family": "op_mismatch",
+            "devices": ("cuda:1", "cuda:0"),
+            "argument": "input",
+            "op": "cudnn_convolution",
+            "role": "weight",
+            "offending": "cuda:1",
+            "expected": "cuda:0",
+        },
+    ),
+    (
+        "mps-placeholder",
+        "Placeholder storage has not been allocated on MPS device!",
+        "RuntimeError",
+        {"family": "mps", "devices": (), "expected": "mps"},
+    ),
+    (
+        "index-fill-two-operands",
+        "index_fill_(): self and index expected to be in the same "
+        "device, but got (self) cuda:0, (index) cpu",
+        "RuntimeError",
+        {
+            "family": "index_mismatch",
+            "devices": ("cuda:0", "cpu"),
+            "op": "index_fill_",
+            "argument": None,
+        },
+    ),
+    (
+        "numpy-cuda0",
+        "can't convert cuda:0 device type tensor to numpy. Use Tensor.cpu() to "
+        "copy the tensor to host memory first.",
+        "TypeError",
+        {"family": "numpy_conversion", "devices": ("cuda:0",), "offending": "cuda:0"},
+    ),
+    (
+        "dataparallel-cuda2",
+        "module must have its parameters and buffers on device cuda:0 "
+        "(device_ids[0]) but found one of them on device: cuda:2",
+        "RuntimeError",
+        {
+            "family": "dataparallel",
+            "devices": ("cuda:0", "cuda:2"),
+            "expected": "cuda:0",
+            "offending": "cuda:2",
+        },
+    ),
+    (
+        "accelerate-offloaded-meta",
+        "Some parameters are on the meta device device because they were offloaded to the cpu.",
+        "warning",
+        {"family": "hf_warning", "devices": ("meta", "cpu")},
+    ),
+    (
+        "accelerate-8bit",
+        "You can't train a model that has been loaded in 8-bit precision on a "
+        "different device than the one you're training on. Make sure you loaded the model on the "
+        "correct device using for example `device_map={'':torch.cuda.current_device()}`",
+        "ValueError",
+        {"family": "hf_warning", "devices": ()},
+    ),
+    (
+        "capturable-false",
+        "If capturable=False, state_steps should not be CUDA tensors.",
+        "RuntimeError",
+        {"family": "optimizer_state", "devices": ("cuda",)},
+    ),
+    (
+        "foreach-older",
+        "Tensors of the same index must be on the same device and the same dtype "
+        "except `step` tensors that can be CPU and float32 notwithstanding",
+        "RuntimeError",
+        {"family": "optimizer_state", "devices": ()},
+    ),
+    (
+        "thc-current-device",
+        "Input, output and indices must be on the current device",
+        "RuntimeError",
+        {"family": "op_mismatch", "devices": ()},
+    ),
+    (
+        "generator-xpu",
+        "Expected a 'xpu' device type for generator but found 'cpu'",
+        "RuntimeError",
+        {"family": "generator_mismatch", "devices": ("xpu", "cpu"), "argument": "generator"},
+    ),
+    (
+        "fallback-unknown-wording",
+        "Tensors must be on the same device: got cuda:1 for argument 'other' and cuda:0 for 'self'",
+        "RuntimeError",
+        {"family": "op_mismatch", "devices": ("cuda:1", "cuda:0"), "argument": None},
+    ),
+    (
+        "fallback-different-devices",
+        "The input tensors are located on different devices",
+        "RuntimeError",
+        {"family": "op_mismatch", "devices": ()},
+    ),
+    (
+        "fake-exc-unknown-text",
+        "something went wrong",
+        "FakeTensorDeviceMismatchError",
+        {"family": "op_mismatch", "devices": ()},
+    ),
 ]
 
 
-@pytest.mark.parametrize(("message", "exc_type", "want"),
-                         [v[1:] for v in VARIANTS], ids=[v[0] for v in VARIANTS])
+@pytest.mark.parametrize(
+    ("message", "exc_type", "want"), [v[1:] for v in VARIANTS], ids=[v[0] for v in VARIANTS]
+)
 def test_variant(message: str, exc_type: str, want: dict[str, Any]) -> None:
     facts = recognise(message, exc_type)
     assert facts.is_device_error
@@ -280,56 +454,106 @@ def test_variant(message: str, exc_type: str, want: dict[str, Any]) -> None:
 
 # ---------------------------------------------------------------------- near misses
 NEAR_MISSES: list[tuple[str, str, str]] = [
-    ("oom-old", "CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 4.00 GiB total "
-     "capacity; 3.46 GiB already allocated; 0 bytes free; 3.47 GiB reserved in total by "
-     "PyTorch)", "RuntimeError"),
-    ("oom-class", "CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity "
-     "of 7.79 GiB of which 1.2 GiB is free.", "torch.OutOfMemoryError"),
+    (
+        "oom-old",
+        "CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 4.00 GiB total "
+        "capacity; 3.46 GiB already allocated; 0 bytes free; 3.47 GiB reserved in total by "
+        "PyTorch)",
+        "RuntimeError",
+    ),
+    (
+        "oom-class",
+        "CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity "
+        "of 7.79 GiB of which 1.2 GiB is free.",
+        "torch.OutOfMemoryError",
+    ),
     ("oom-class-odd-text", _A + "cuda:0 and cpu!", "torch.cuda.OutOfMemoryError"),
-    ("device-side-assert", "CUDA error: device-side assert triggered" + _CUDA_HINT,
-     "RuntimeError"),
-    ("no-kernel-image", "CUDA error: no kernel image is available for execution on the device",
-     "RuntimeError"),
-    ("no-driver", "Found no NVIDIA driver on your system. Please check that you have an NVIDIA "
-     "GPU and installed a driver", "RuntimeError"),
+    ("device-side-assert", "CUDA error: device-side assert triggered" + _CUDA_HINT, "RuntimeError"),
+    (
+        "no-kernel-image",
+        "CUDA error: no kernel image is available for execution on the device",
+        "RuntimeError",
+    ),
+    (
+        "no-driver",
+        "Found no NVIDIA driver on your system. Please check that you have an NVIDIA "
+        "GPU and installed a driver",
+        "RuntimeError",
+    ),
     ("not-compiled", "Torch not compiled with CUDA enabled", "AssertionError"),
     ("not-linked", "PyTorch is not linked with support for cuda devices", "RuntimeError"),
     # Decision: asking for a GPU that does not exist (cuda:1 on a one-GPU machine) is an
     # environment error, not two tensors on different devices.
-    ("invalid-ordinal", "CUDA error: invalid device ordinal\nCUDA kernel errors might be "
-     "asynchronously reported at some other API call", "RuntimeError"),
+    (
+        "invalid-ordinal",
+        "CUDA error: invalid device ordinal\nCUDA kernel errors might be "
+        "asynchronously reported at some other API call",
+        "RuntimeError",
+    ),
     ("illegal-memory", "CUDA error: an illegal memory access was encountered", "RuntimeError"),
     ("scalar-type", "expected scalar type Float but found Half", "RuntimeError"),
-    ("m1-m2-dtype", "expected m1 and m2 to have the same dtype, but got: c10::Half != float",
-     "RuntimeError"),
-    ("embedding-dtype", "Expected tensor for argument #1 'indices' to have one of the following "
-     "scalar types: Long, Int; but got torch.cuda.FloatTensor instead (while checking "
-     "arguments for embedding)", "RuntimeError"),
+    (
+        "m1-m2-dtype",
+        "expected m1 and m2 to have the same dtype, but got: c10::Half != float",
+        "RuntimeError",
+    ),
+    (
+        "embedding-dtype",
+        "Expected tensor for argument #1 'indices' to have one of the following "
+        "scalar types: Long, Int; but got torch.cuda.FloatTensor instead (while checking "
+        "arguments for embedding)",
+        "RuntimeError",
+    ),
     ("rnn-dtype", "RNN input dtype float does not match weight dtype c10::Half", "ValueError"),
-    ("legacy-scalar-type", "Expected object of scalar type Float but got scalar type Long for "
-     "argument #2 'mat2'", "RuntimeError"),
-    ("legacy-type-same-device", "Expected object of type torch.FloatTensor but found type "
-     "torch.LongTensor for argument #2 'other'", "RuntimeError"),
-    ("conv-same-device", "Input type (torch.cuda.HalfTensor) and weight type "
-     "(torch.cuda.FloatTensor) should be the same", "RuntimeError"),
-    ("conv-no-device", "Input type (c10::BFloat16) and bias type (c10::Half) should be the same",
-     "RuntimeError"),
-    ("lengths-cpu-wrong-dtype", "'lengths' argument should be a 1D CPU int64 tensor, but got "
-     "1D cpu Int tensor", "RuntimeError"),
-    ("numpy-requires-grad", "Can't call numpy() on Tensor that requires grad. Use "
-     "tensor.detach().numpy() instead.", "RuntimeError"),
+    (
+        "legacy-scalar-type",
+        "Expected object of scalar type Float but got scalar type Long for argument #2 'mat2'",
+        "RuntimeError",
+    ),
+    (
+        "legacy-type-same-device",
+        "Expected object of type torch.FloatTensor but found type "
+        "torch.LongTensor for argument #2 'other'",
+        "RuntimeError",
+    ),
+    (
+        "conv-same-device",
+        "Input type (torch.cuda.HalfTensor) and weight type "
+        "(torch.cuda.FloatTensor) should be the same",
+        "RuntimeError",
+    ),
+    (
+        "conv-no-device",
+        "Input type (c10::BFloat16) and bias type (c10::Half) should be the same",
+        "RuntimeError",
+    ),
+    (
+        "lengths-cpu-wrong-dtype",
+        "'lengths' argument should be a 1D CPU int64 tensor, but got 1D cpu Int tensor",
+        "RuntimeError",
+    ),
+    (
+        "numpy-requires-grad",
+        "Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead.",
+        "RuntimeError",
+    ),
     ("shapes", "mat1 and mat2 shapes cannot be multiplied (2x3 and 4x5)", "RuntimeError"),
     ("unknown-device", "Unknown device 'foo'", "RuntimeError"),
-    ("device-string", "Expected one of cpu, cuda, ipu, xpu, mkldnn, opengl, opencl, ideep, hip, "
-     "ve, fpga, maia, xla, lazy, vulkan, mps, meta, hpu, mtia, privateuseone device type at "
-     "start of device string: gpu", "RuntimeError"),
+    (
+        "device-string",
+        "Expected one of cpu, cuda, ipu, xpu, mkldnn, opengl, opencl, ideep, hip, "
+        "ve, fpga, maia, xla, lazy, vulkan, mps, meta, hpu, mtia, privateuseone device type at "
+        "start of device string: gpu",
+        "RuntimeError",
+    ),
     ("one-device-in-passing", "Expected all tensors to be contiguous on cuda:0", "RuntimeError"),
     ("empty", "", "RuntimeError"),
 ]
 
 
-@pytest.mark.parametrize(("message", "exc_type"), [n[1:] for n in NEAR_MISSES],
-                         ids=[n[0] for n in NEAR_MISSES])
+@pytest.mark.parametrize(
+    ("message", "exc_type"), [n[1:] for n in NEAR_MISSES], ids=[n[0] for n in NEAR_MISSES]
+)
 def test_near_miss(message: str, exc_type: str) -> None:
     facts = recognise(message, exc_type)
     assert facts.is_device_error is False
@@ -338,36 +562,63 @@ def test_near_miss(message: str, exc_type: str) -> None:
 
 
 # ------------------------------------------------------------------ normalise, scan
-@pytest.mark.parametrize(("token", "want"), [
-    ("CUDA", "cuda"), ("cuda:0", "cuda:0"), ("CUDA:1", "cuda:1"), (" npu:1 ", "npu:1"),
-    ("torch.cuda.HalfTensor", "cuda"), ("torch.FloatTensor", "cpu"),
-    ("torch.sparse.FloatTensor", "cpu"), ("torch.cuda.sparse.LongTensor", "cuda"),
-    ("CPUFloatType", "cpu"), ("CUDABFloat16Type", "cuda"), ("MPSBFloat16Type", "mps"),
-    ("SparseCUDAFloatType", "cuda"), ("SparseCUDA", "cuda"),
-    ("device(type='cuda', index=1)", "cuda:1"), ("device(type='cpu')", "cpu"),
-    ("torch.device('cuda:2')", "cuda:2"), ("'cuda'", "cuda"), ("GPU", "gpu"), ("CPU", "cpu"),
-    ("meta", "meta"), ("xla:0", "xla:0"), ("PrivateUse1", "privateuseone"),
-    ("foo", None), ("", None), ("Tensor", None), ("torch.Tensor", None), ("c10::Half", None),
-    ("cuda:0:1", None), ("device(type='cuda:0', index=1)", None),
-])
+@pytest.mark.parametrize(
+    ("token", "want"),
+    [
+        ("CUDA", "cuda"),
+        ("cuda:0", "cuda:0"),
+        ("CUDA:1", "cuda:1"),
+        (" npu:1 ", "npu:1"),
+        ("torch.cuda.HalfTensor", "cuda"),
+        ("torch.FloatTensor", "cpu"),
+        ("torch.sparse.FloatTensor", "cpu"),
+        ("torch.cuda.sparse.LongTensor", "cuda"),
+        ("CPUFloatType", "cpu"),
+        ("CUDABFloat16Type", "cuda"),
+        ("MPSBFloat16Type", "mps"),
+        ("SparseCUDAFloatType", "cuda"),
+        ("SparseCUDA", "cuda"),
+        ("device(type='cuda', index=1)", "cuda:1"),
+        ("device(type='cpu')", "cpu"),
+        ("torch.device('cuda:2')", "cuda:2"),
+        ("'cuda'", "cuda"),
+        ("GPU", "gpu"),
+        ("CPU", "cpu"),
+        ("meta", "meta"),
+        ("xla:0", "xla:0"),
+        ("PrivateUse1", "privateuseone"),
+        ("foo", None),
+        ("", None),
+        ("Tensor", None),
+        ("torch.Tensor", None),
+        ("c10::Half", None),
+        ("cuda:0:1", None),
+        ("device(type='cuda:0', index=1)", None),
+    ],
+)
 def test_normalise_device(token: str, want: str | None) -> None:
     assert normalise_device(token) == want
 
 
-@pytest.mark.parametrize(("text", "want"), [
-    ("Use Tensor.cpu() to copy the tensor to host memory first.", ()),
-    ("call x.cuda() only if torch.cuda.is_available()", ()),
-    ("visit https://meta-pytorch.github.io/compile-graph-break-site/gb/gb5173.html", ()),
-    ("see meta-pytorch.github.io and /usr/local/cuda/lib64", ()),
-    ("please use map_location=torch.device('cpu') on a CPU-only machine", ()),
-    ("copying from a non-meta parameter to a meta parameter", ("meta",)),
-    ("found input tensor at cpu and parameter tensor at cuda:0", ("cpu", "cuda:0")),
-    ("module parameters {device(type='cuda', index=1)}", ("cuda:1",)),
-    ("Input type (torch.cuda.FloatTensor) and weight type (CPUFloatType)", ("cuda", "cpu")),
-    ("devices: ['cuda', 'xpu', 'hpu', 'privateuseone', 'xla'].",
-     ("cuda", "xpu", "hpu", "privateuseone", "xla")),
-    ("CUDA, cuda, Cuda:3 and MPS", ("cuda", "cuda", "cuda:3", "mps")),
-])
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [
+        ("Use Tensor.cpu() to copy the tensor to host memory first.", ()),
+        ("call x.cuda() only if torch.cuda.is_available()", ()),
+        ("visit https://meta-pytorch.github.io/compile-graph-break-site/gb/gb5173.html", ()),
+        ("see meta-pytorch.github.io and /usr/local/cuda/lib64", ()),
+        ("please use map_location=torch.device('cpu') on a CPU-only machine", ()),
+        ("copying from a non-meta parameter to a meta parameter", ("meta",)),
+        ("found input tensor at cpu and parameter tensor at cuda:0", ("cpu", "cuda:0")),
+        ("module parameters {device(type='cuda', index=1)}", ("cuda:1",)),
+        ("Input type (torch.cuda.FloatTensor) and weight type (CPUFloatType)", ("cuda", "cpu")),
+        (
+            "devices: ['cuda', 'xpu', 'hpu', 'privateuseone', 'xla'].",
+            ("cuda", "xpu", "hpu", "privateuseone", "xla"),
+        ),
+        ("CUDA, cuda, Cuda:3 and MPS", ("cuda", "cuda", "cuda:3", "mps")),
+    ],
+)
 def test_device_tokens(text: str, want: tuple[str, ...]) -> None:
     assert device_tokens(text) == want
 
@@ -429,12 +680,35 @@ def test_loading_the_module_pulls_in_nothing_heavy() -> None:
 
 
 # --------------------------------------------------------------------- properties
-_DEVICE_WORDS = st.sampled_from([
-    "cuda", "cuda:0", "CUDA:1", "cpu", "CPU", "meta", "mps:0", "xla:0", "GPU", "gpu",
-    "torch.cuda.FloatTensor", "CPUFloatType", "device(type='cuda', index=3)", "npu:1",
-    "Expected all tensors to be on the same device", "but found at least two devices,",
-    " and ", "!", "(", ")", "'", ",", " is on ", "not on the expected device", "\n",
-])
+_DEVICE_WORDS = st.sampled_from(
+    [
+        "cuda",
+        "cuda:0",
+        "CUDA:1",
+        "cpu",
+        "CPU",
+        "meta",
+        "mps:0",
+        "xla:0",
+        "GPU",
+        "gpu",
+        "torch.cuda.FloatTensor",
+        "CPUFloatType",
+        "device(type='cuda', index=3)",
+        "npu:1",
+        "Expected all tensors to be on the same device",
+        "but found at least two devices,",
+        " and ",
+        "!",
+        "(",
+        ")",
+        "'",
+        ",",
+        " is on ",
+        "not on the expected device",
+        "\n",
+    ]
+)
 _TEXT = st.one_of(
     st.text(max_size=300),
     st.lists(st.one_of(_DEVICE_WORDS, st.text(max_size=8)), max_size=40).map("".join),
@@ -442,9 +716,14 @@ _TEXT = st.one_of(
 
 
 @settings(max_examples=300, deadline=None)
-@given(text=_TEXT, exc=st.one_of(st.none(), st.text(max_size=40),
-                                 st.sampled_from(["FakeTensorDeviceMismatchError",
-                                                  "torch.OutOfMemoryError"])))
+@given(
+    text=_TEXT,
+    exc=st.one_of(
+        st.none(),
+        st.text(max_size=40),
+        st.sampled_from(["FakeTensorDeviceMismatchError", "torch.OutOfMemoryError"]),
+    ),
+)
 def test_recognise_never_raises_and_devices_are_normalised(text: str, exc: str | None) -> None:
     messages._recognise(text, exc)  # the safety net in recognise() must not be what holds
     facts = recognise(text, exc)  # type: ignore[arg-type]
@@ -456,8 +735,9 @@ def test_recognise_never_raises_and_devices_are_normalised(text: str, exc: str |
 
 
 @settings(max_examples=200, deadline=None)
-@given(prefix=st.text(max_size=100).filter(lambda s: "xpected" not in s),
-       suffix=st.text(max_size=100))
+@given(
+    prefix=st.text(max_size=100).filter(lambda s: "xpected" not in s), suffix=st.text(max_size=100)
+)
 def test_a_message_inside_noise_is_still_found(prefix: str, suffix: str) -> None:
     facts = recognise(f"{prefix}\n{_A}cuda:0 and cpu!\n{suffix}")
     assert facts.family == "op_mismatch"

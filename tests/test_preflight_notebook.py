@@ -61,17 +61,25 @@ def test_preflight_notebook_is_stored_clean() -> None:
             continue
         assert cell.outputs == [], f"stored with outputs: {cell.source[:60]!r}"
         assert cell.execution_count is None
-        assert "raises-exception" not in cell.get("metadata", {}).get("tags", []), "nothing here fails"
+        assert "raises-exception" not in cell.get("metadata", {}).get("tags", []), (
+            "nothing here fails"
+        )
         ast.parse(transformer.transform_cell(cell.source))  # magics become Python
         if "ipydevice.check(" in cell.source or "%devices --check" in cell.source:
-            assert _expected_rules(cell) is not None, f"check cell without metadata.ipydevice.rules: {cell.source[:60]!r}"
+            assert _expected_rules(cell) is not None, (
+                f"check cell without metadata.ipydevice.rules: {cell.source[:60]!r}"
+            )
     checks = _check_cells(nb)
     assert checks
     for cell in checks:
-        assert cell.source.rstrip().endswith(ENDING), f"check cell must end with the rules and c: {cell.source[:60]!r}"
+        assert cell.source.rstrip().endswith(ENDING), (
+            f"check cell must end with the rules and c: {cell.source[:60]!r}"
+        )
         assert _expected_rules(cell) == sorted(set(_expected_rules(cell)))
     rules = _audit_rules()
-    assert {"split_module", "stray_tensor", "optimizer_state"} <= rules, rules  # the grep still works
+    assert {"split_module", "stray_tensor", "optimizer_state"} <= rules, (
+        rules
+    )  # the grep still works
     shown = {rule for cell in checks for rule in _expected_rules(cell)}
     assert rules <= shown, f"rules with no section in {NAME}: {sorted(rules - shown)}"
     assert any(_expected_rules(c) == [] for c in checks), "no clean check"
@@ -135,7 +143,9 @@ def test_every_check_cell_shows_its_panel_and_rules(executed: Any) -> None:
 
 @pytest.mark.kernel
 def test_namespace_fixes_report_what_they_moved(executed: Any) -> None:
-    applied = [c for c in executed.cells if c.cell_type == "code" and ".apply(globals())" in c.source]
+    applied = [
+        c for c in executed.cells if c.cell_type == "code" and ".apply(globals())" in c.source
+    ]
     assert len(applied) >= 4
     for cell in applied:
         if "torch.cuda.is_available()" in cell.source:
@@ -145,7 +155,9 @@ def test_namespace_fixes_report_what_they_moved(executed: Any) -> None:
 
 @pytest.mark.kernel
 def test_devices_magic_lists_the_namespace(executed: Any) -> None:
-    cell = next(c for c in executed.cells if c.cell_type == "code" and c.source.strip() == "%devices")
+    cell = next(
+        c for c in executed.cells if c.cell_type == "code" and c.source.strip() == "%devices"
+    )
     results = [o for o in cell.outputs if o.output_type in ("execute_result", "display_data")]
     assert results, "no %devices output"
     assert "ipydevice-inventory" in results[0].data["text/html"]

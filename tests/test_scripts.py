@@ -8,7 +8,6 @@ import socket
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 
@@ -26,7 +25,9 @@ out = model(batch)
 
 def python(*args: str, env: dict | None = None, timeout: int = 120) -> subprocess.CompletedProcess:
     environment = {**os.environ, "IPYDEVICE_DEBUG": "1", "NO_COLOR": "1", **(env or {})}
-    return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=timeout, env=environment)
+    return subprocess.run(
+        [sys.executable, *args], capture_output=True, text=True, timeout=timeout, env=environment
+    )
 
 
 def test_install_chains_and_uninstall_restores(monkeypatch):
@@ -41,7 +42,13 @@ def test_install_chains_and_uninstall_restores(monkeypatch):
     assert excepthook.installed()
     stderr = io.StringIO()
     monkeypatch.setattr(sys, "stderr", stderr)
-    sys.excepthook(RuntimeError, RuntimeError("Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!"), None)
+    sys.excepthook(
+        RuntimeError,
+        RuntimeError(
+            "Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!"
+        ),
+        None,
+    )
     sys.excepthook(ZeroDivisionError, ZeroDivisionError("x"), None)
     assert seen == [RuntimeError, ZeroDivisionError]  # the previous hook still prints tracebacks
     assert stderr.getvalue().count("ipydevice · device error") == 1
@@ -61,7 +68,10 @@ def test_run_prints_the_report_and_keeps_the_exit_status(tmp_path):
     assert "\x1b[" not in result.stderr  # no colour when NO_COLOR is set / not a TTY
 
 
-@pytest.mark.parametrize(("body", "status"), [("import sys\nsys.exit(3)\n", 3), ("x = 1\n", 0), ("raise SystemExit('bye')\n", 1)])
+@pytest.mark.parametrize(
+    ("body", "status"),
+    [("import sys\nsys.exit(3)\n", 3), ("x = 1\n", 0), ("raise SystemExit('bye')\n", 1)],
+)
 def test_run_exit_statuses(tmp_path, body, status):
     script = tmp_path / "s.py"
     script.write_text(body)
@@ -95,7 +105,8 @@ def free_port() -> int:
 @pytest.mark.slow
 def test_torchrun_two_ranks_on_gloo(tmp_path):
     script = tmp_path / "ddp.py"
-    script.write_text(textwrap.dedent("""
+    script.write_text(
+        textwrap.dedent("""
         import torch
         import torch.distributed as dist
         import torch.nn as nn
@@ -105,10 +116,16 @@ def test_torchrun_two_ranks_on_gloo(tmp_path):
         model = nn.Linear(4, 2).to("meta")
         batch = torch.randn(3, 4)
         out = model(batch)
-    """))
+    """)
+    )
     result = python(
-        "-m", "torch.distributed.run", "--nproc_per_node=2", "--master_addr=127.0.0.1",
-        f"--master_port={free_port()}", str(script), timeout=180,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node=2",
+        "--master_addr=127.0.0.1",
+        f"--master_port={free_port()}",
+        str(script),
+        timeout=180,
     )
     assert result.returncode != 0
     lines = result.stderr.splitlines() + result.stdout.splitlines()
@@ -123,7 +140,8 @@ def test_torchrun_two_ranks_on_gloo(tmp_path):
 
 
 def test_pytest_plugin_adds_the_diagnosis(pytester):
-    pytester.makepyfile(test_model=textwrap.dedent("""
+    pytester.makepyfile(
+        test_model=textwrap.dedent("""
         import torch
         import torch.nn as nn
 
@@ -134,7 +152,8 @@ def test_pytest_plugin_adds_the_diagnosis(pytester):
 
         def test_other_failure():
             assert 1 == 2
-    """))
+    """)
+    )
     result = pytester.runpytest_subprocess("-p", "ipydevice")
     result.assert_outcomes(failed=2)
     text = result.stdout.str()
@@ -157,14 +176,20 @@ def test_terminal_ipython_text_follows_the_terminal(monkeypatch, nb):
         def isatty(self) -> bool:
             return True
 
-    nb.run("import torch\nimport torch.nn as nn\nmodel = nn.Linear(4, 2).to('meta')\nx = torch.randn(3, 4)\n")
+    nb.run(
+        "import torch\nimport torch.nn as nn\nmodel = nn.Linear(4, 2).to('meta')\nx = torch.randn(3, 4)\n"
+    )
     d = ipydevice.diagnose(nb.fails("out = model(x)\n"), namespace=nb.ns)
     monkeypatch.setattr(sys, "stdout", Tty())
     monkeypatch.delenv("NO_COLOR", raising=False)
     monkeypatch.setenv("COLUMNS", "72")
     coloured = panel_bundle(d, terminal=True)["text/plain"]
     assert "\x1b[1m" in coloured
-    prose = [line for line in coloured.splitlines() if "\x1b" not in line and not line.startswith(" " * 9)]
+    prose = [
+        line
+        for line in coloured.splitlines()
+        if "\x1b" not in line and not line.startswith(" " * 9)
+    ]
     assert max(len(line) for line in prose) <= 72  # code lines stay whole, to be copied
     monkeypatch.setenv("NO_COLOR", "1")
     assert "\x1b[" not in panel_bundle(d, terminal=True)["text/plain"]

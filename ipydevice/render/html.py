@@ -17,7 +17,14 @@ from typing import Any
 
 from ipydevice.model import Diagnosis, Fix, ObjectRecord
 from ipydevice.probe import format_bytes
-from ipydevice.render.text import SCOPE_HINTS, headline, kind_label, ordered_records, plural, shares_text
+from ipydevice.render.text import (
+    SCOPE_HINTS,
+    headline,
+    kind_label,
+    ordered_records,
+    plural,
+    shares_text,
+)
 
 __all__ = ["code_block", "header_html", "render_diagnosis_html", "table_html"]
 
@@ -66,7 +73,9 @@ def table_html(records: Sequence[ObjectRecord], culprits: set[str], limit: int) 
         # Folded rows still cost bytes in the notebook: cap them too.
         folded, hidden = rest[:FOLDED_ROWS], len(rest) - FOLDED_ROWS
         more = "".join(_row(r, r.name in culprits) for r in folded)
-        tail = f'<div style="{MUTED}">… {hidden} more (.table() lists all)</div>' if hidden > 0 else ""
+        tail = (
+            f'<div style="{MUTED}">… {hidden} more (.table() lists all)</div>' if hidden > 0 else ""
+        )
         table += (
             f'<details><summary style="cursor:pointer;{MUTED}">{len(rest)} more objects</summary>'
             f'<table style="border-collapse:collapse;margin:6px 0"><tbody>{more}</tbody></table>{tail}</details>'
@@ -127,7 +136,9 @@ def header_html(d: Diagnosis) -> str:
         f'<div style="{MUTED};{CODE}">{escape(d.exc_type)}: {escape(first_line[:300])}</div>',
     ]
     if d.failing_module:
-        parts.append(f'<div style="{MUTED}">failed in <code style="{CODE}">{escape(d.failing_module)}</code></div>')
+        parts.append(
+            f'<div style="{MUTED}">failed in <code style="{CODE}">{escape(d.failing_module)}</code></div>'
+        )
     parts.append(_causes_html(d))
     return "".join(parts)
 
@@ -180,7 +191,11 @@ def render_inventory_html(inv: Any, limit: int | None = None) -> str:
 
 def render_checkup_html(checkup: Any) -> str:
     """``ipydevice.check()`` / ``%devices --check`` as a static panel."""
-    style = ROOT_STYLE.replace(ACCENT, "#2f9e44").replace("232,89,12", "47,158,68") if not checkup.problems else ROOT_STYLE
+    style = (
+        ROOT_STYLE.replace(ACCENT, "#2f9e44").replace("232,89,12", "47,158,68")
+        if not checkup.problems
+        else ROOT_STYLE
+    )
     if not checkup.problems:
         return f'<div class="ipydevice-panel ipydevice-check" style="{style}">ipydevice · check: no device problems found</div>'
     items = "".join(

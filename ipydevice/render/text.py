@@ -39,7 +39,10 @@ def headline(d: Diagnosis) -> str:
     if not d.is_device_error:
         return f"not a device error ({d.exc_type})"
     if not d.culprits:
-        return d.advice or f"tensors on {' and '.join(dict.fromkeys(d.devices)) or 'two devices'} met in one operation"
+        return (
+            d.advice
+            or f"tensors on {' and '.join(dict.fromkeys(d.devices)) or 'two devices'} met in one operation"
+        )
     culprits = [f for f in d.culprits if f.rule != "optimizer_state"] or list(d.culprits)
     devices = sorted({f.device for f in culprits})
     verb = "is" if len(culprits) == 1 else "are"
@@ -48,14 +51,21 @@ def headline(d: Diagnosis) -> str:
         text += f", `{d.reference}` is on {d.target}"
     pronoun = "it" if len(culprits) == 1 else "them"
     if d.target != "meta" and all(f.device == "meta" for f in culprits):
-        return f"{text}: materialise {pronoun} on {d.target} with to_empty (meta tensors hold no data)"
+        return (
+            f"{text}: materialise {pronoun} on {d.target} with to_empty (meta tensors hold no data)"
+        )
     return f"{text}: move {pronoun} to {d.target}"
 
 
 def _wrap(text: str, width: int, first: str, rest: str) -> list[str]:
     """Word wrap that never breaks names at hyphens (``<ipython-input-3-…>``)."""
     return textwrap.wrap(
-        text, width, initial_indent=first, subsequent_indent=rest, break_on_hyphens=False, break_long_words=False
+        text,
+        width,
+        initial_indent=first,
+        subsequent_indent=rest,
+        break_on_hyphens=False,
+        break_long_words=False,
     )
 
 
@@ -106,7 +116,9 @@ def ordered_records(d: Diagnosis) -> list[ObjectRecord]:
     return first + [r for r in d.records if r.name not in culprit_names]
 
 
-def render_diagnosis(d: Diagnosis, width: int = 100, max_rows: int | None = None, color: bool = False) -> str:
+def render_diagnosis(
+    d: Diagnosis, width: int = 100, max_rows: int | None = None, color: bool = False
+) -> str:
     """The full text report; ``color`` adds ANSI emphasis (for terminals only)."""
     if not d.is_device_error:
         return f"ipydevice: {headline(d)}"
@@ -197,7 +209,7 @@ def render_inventory(inv: Any, width: int = 100, max_rows: int | None = None) ->
     for device, records in inv.by_device().items():
         if shown >= limit:
             break
-        rows = [record_row(r, problem_names)[:-1] + [r.detail] for r in records[: limit - shown]]
+        rows = [[*record_row(r, problem_names)[:-1], r.detail] for r in records[: limit - shown]]
         shown += len(rows)
         out += ["", f"  {device}", *("    " + line for line in columns(rows, width - 4))]
         if len(records) > len(rows):
@@ -225,7 +237,14 @@ def render_checkup(checkup: Any, width: int = 100) -> str:
         out += ["", "  Fixes"]
         for number, fix in enumerate(checkup.fixes, 1):
             where = f", {fix.location}" if fix.location and fix.scope == "source" else ""
-            out += _wrap(f"{number}. {fix.title}  [{SCOPE_HINTS.get(fix.scope, fix.scope)}{where}]", width, "    ", "       ")
-            out.extend("         " + code for code in textwrap.dedent(fix.code).rstrip("\n").splitlines())
+            out += _wrap(
+                f"{number}. {fix.title}  [{SCOPE_HINTS.get(fix.scope, fix.scope)}{where}]",
+                width,
+                "    ",
+                "       ",
+            )
+            out.extend(
+                "         " + code for code in textwrap.dedent(fix.code).rstrip("\n").splitlines()
+            )
     out += [f"  note: {n}" for n in checkup.notes]
     return "\n".join(out)
