@@ -29,6 +29,9 @@ from ipydevice.model import Finding, Fix
 from ipydevice.rewrite import add_keyword, replace_span, segment
 from ipydevice.scan import Entry, Scan
 
+#: Locals of one caller frame looked at when following an argument outwards.
+_MAX_LOCALS = 200
+
 __all__ = ["FACTORIES", "factory_fixes", "module_list_fix", "register_buffer_fix", "source_fixes"]
 
 #: torch functions that create a tensor and take ``device=``.
@@ -97,23 +100,26 @@ def _local_fix(entry: Entry, views: list[FrameView], target: str) -> Fix | None:
     )
     if view is None or not name.isidentifier():
         return None
-    parsed = frame_tree(view)
-    if parsed is None:
+    found = _assignment(view, name)
+    if found is None:
+        # An argument (``mask`` of ``Attention.forward``): made by a caller, where
+        # it may have another name. The caller's frame that holds the very same
+        # object and assigns it is where the fix goes.
+        found = _caller_assignment(entry.obj, views, view)
+    if found is None:
         return None
-    tree, offset = parsed
-    stmt = _last_assignment(tree, name, view.lineno - offset)
-    if stmt is None:
-        return None
+    view, name, stmt, offset = found
     device = _device_expression(view, target)
     value = stmt.value
     assert value is not None
-    if _is_factory(value) and not any(k.arg == "device" for k in value.keywords):  # type: ignore[attr-defined]
+    factory = _chain_factory(value)
+    if factory is not None and not any(k.arg == "device" for k in factory.keywords):
         title = f"Create {name} on the right device in {view.label}"
         return _edit(
             view,
             stmt,
             offset,
-            lambda lines, node: add_keyword(lines, node.value, f"device={device}"),
+            lambda lines, node: add_keyword(lines, _chain_factory(node.value), f"device={device}"),
             title,
         )
 
@@ -124,6 +130,34 @@ def _local_fix(entry: Entry, views: list[FrameView], target: str) -> Fix | None:
         return replace_span(lines, node.value, moved)
 
     return _edit(view, stmt, offset, wrap, f"Move {name} to {target} where {view.label} makes it")
+
+
+def _assignment(view: FrameView, name: str) -> tuple[FrameView, str, ast.stmt, int] | None:
+    """The statement of ``view``'s function that last assigned ``name`` before the
+    failing line, with the function's line offset."""
+    parsed = frame_tree(view)
+    if parsed is None:
+        return None
+    tree, offset = parsed
+    stmt = _last_assignment(tree, name, view.lineno - offset)
+    return None if stmt is None else (view, name, stmt, offset)
+
+
+def _caller_assignment(
+    obj: Any, views: list[FrameView], inner: FrameView
+) -> tuple[FrameView, str, ast.stmt, int] | None:
+    """The nearest user function outside ``inner`` whose local holding ``obj``
+    (by identity) was assigned there."""
+    index = next((i for i, v in enumerate(views) if v is inner), len(views))
+    for view in reversed(views[:index]):
+        if not view.is_user or view.is_module_level:
+            continue
+        for local, value in view.local_items(_MAX_LOCALS):
+            if value is obj and local.isidentifier():
+                found = _assignment(view, local)
+                if found is not None:
+                    return found
+    return None
 
 
 def _last_assignment(tree: ast.AST, name: str, before: int) -> ast.Assign | ast.AnnAssign | None:
@@ -165,6 +199,19 @@ def _is_factory(node: ast.AST) -> bool:
         else "torch"
     )
     return name in FACTORIES and base == "torch"
+
+
+def _chain_factory(node: Any) -> Any:
+    """The factory call a value starts from: ``torch.full(...)`` itself, or at the
+    head of a method chain (``torch.full(...).triu(1)``, ``torch.arange(n).float()``),
+    where ``device=`` belongs. None for anything else."""
+    while isinstance(node, ast.Call):
+        if _is_factory(node):
+            return node
+        if not isinstance(node.func, ast.Attribute):
+            return None
+        node = node.func.value
+    return None
 
 
 def copy_node(node: Any) -> Any:

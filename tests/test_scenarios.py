@@ -297,6 +297,46 @@ def test_factory_call_inside_forward_without_device():
     verify_fixes(FACTORY_IN_FORWARD, failing, d)
 
 
+MASK_MADE_BY_THE_CALLER = """
+class Attention(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(4, 4)
+
+    def forward(self, x, mask):
+        scores = self.proj(x) @ x.transpose(-2, -1)
+        return scores + mask
+
+class Decoder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.attn = Attention()
+
+    def forward(self, x):
+        t = x.shape[-2]
+        causal = torch.full((t, t), float('-inf')).triu(1)
+        return self.attn(x, causal)
+
+model = Decoder().to('meta')
+x = torch.randn(2, 3, 4, device='meta')
+"""
+
+
+def test_an_argument_is_fixed_where_its_caller_makes_it():
+    """``mask`` of ``Attention.forward`` is an argument: the fix goes to the line
+    of the caller that made it (under another name), at the head of the chain."""
+    failing = "out = model(x)\n"
+    _, d = scenario(MASK_MADE_BY_THE_CALLER, failing)
+    assert d.target == "meta"
+    assert culprit_names(d) == ["mask in Attention.forward"]
+    fix = next(f for f in d.fixes if f.scope == "source")
+    assert fix.title == "Create causal on the right device in Decoder.forward"
+    assert fix.code.strip() == (
+        "causal = torch.full((t, t), float('-inf'), device=x.device).triu(1)"
+    )
+    verify_fixes(MASK_MADE_BY_THE_CALLER, failing, d)
+
+
 def test_lstm_hidden_state():
     setup = """
     lstm = nn.LSTM(4, 8, batch_first=True).to('meta')
