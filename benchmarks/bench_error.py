@@ -129,9 +129,10 @@ class Stages:
 
     def __init__(self, shell: Any) -> None:
         from ipydevice import engine
-        from ipydevice.widget import build_panel
+        from ipydevice.widget import build_panel, view_bundle
 
-        self.shell, self.engine, self.build_panel = shell, engine, build_panel
+        self.shell, self.engine = shell, engine
+        self.build_panel, self.view_bundle = build_panel, view_bundle
         self.times: dict[str, list[float]] = {
             "diagnose": [],
             "text": [],
@@ -150,7 +151,7 @@ class Stages:
             d._repr_html_()
             t3 = time.perf_counter()
             panel = self.build_panel(d, lambda: shell.user_ns, lambda code: None)
-            panel._repr_mimebundle_()
+            self.view_bundle(panel)  # what the hook displays
             t4 = time.perf_counter()
         type(panel).close_all()  # the widgets of every pass would pile up in ipywidgets' registry
         for name, value in zip(self.times, (t1 - t0, t2 - t1, t3 - t2, t4 - t3), strict=True):
@@ -275,14 +276,14 @@ def profile(shell: Any, exc: BaseException, top: int = 14) -> list[str]:
     """cProfile of ``engine.diagnose`` + renderers + widget (5 runs): the top
     entries by own time, then ipydevice's functions by cumulative time."""
     from ipydevice import engine
-    from ipydevice.widget import build_panel
+    from ipydevice.widget import build_panel, view_bundle
 
     profiler = cProfile.Profile()
     profiler.enable()
     for _ in range(5):
         d = engine.diagnose(exc, namespace=shell.user_ns)
         str(d), d._repr_html_()
-        build_panel(d, lambda: shell.user_ns, lambda code: None)._repr_mimebundle_()
+        view_bundle(build_panel(d, lambda: shell.user_ns, lambda code: None))
     profiler.disable()
     lines = ["by own time:", *_stats(profiler, "tottime", top)]
     lines += ["", "ipydevice's functions by cumulative time:"]

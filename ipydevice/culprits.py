@@ -242,7 +242,7 @@ def _model_target(top: Entry, scan: Scan) -> str:
     # A model wholly on the CPU fed data that sits on one accelerator: the user
     # most likely forgot model.to(device), so the accelerator is the target.
     others = {
-        e.facts[0]
+        e.device
         for e in scan.entries.values()
         if (e.operand or e.on_line) and e.kind in _TENSOR_KINDS and e.parent_kind != "module"
     }
@@ -273,7 +273,7 @@ def _concrete(target: str, scan: Scan) -> str:
     local_rank = os.environ.get("LOCAL_RANK", "")
     if target == "cuda" and local_rank.isdigit():
         return f"cuda:{local_rank}"  # each torchrun process owns the GPU of its local rank
-    seen = Counter(e.facts[0] for e in scan.entries.values() if e.kind in _TENSOR_KINDS)
+    seen = Counter(e.device for e in scan.entries.values() if e.kind in _TENSOR_KINDS)
     indexed = [d for d, _ in seen.most_common() if d.startswith(target + ":")]
     return indexed[0] if indexed else target
 
@@ -338,9 +338,10 @@ def _optimizer_state_ids(scan: Scan) -> set[int]:
 
 
 def _tensor_problem(entry: Entry, target: str) -> str:
-    device, shape, _, _, _ = entry.facts
+    device = entry.device  # the common answer, "on target", needs no other fact
     if device == "?" or same_device(device, target):
         return ""
+    shape = entry.facts[1]
     if shape == "()" and device == "cpu":
         return ""  # a CPU scalar takes part in any device's op
     if entry.is_index and device == "cpu":
@@ -355,7 +356,7 @@ def _tensor_problem(entry: Entry, target: str) -> str:
 def _finding(
     entry: Entry, why: str, target: str, kind: str | None = None, rule: str = "wrong_device"
 ) -> Finding:
-    device = entry.facts[0] if entry.kind in _TENSOR_KINDS else (kind or "")
+    device = entry.device if entry.kind in _TENSOR_KINDS else (kind or "")
     return Finding(
         name=entry.name,
         device=device,
@@ -376,7 +377,7 @@ def _module_culprit(entry: Entry, target: str, scan: Scan, analysis: Analysis) -
     off = [
         (rel, t, kind)
         for rel, t, kind in view.registered
-        if not same_device(probe.tensor_facts(t)[0], target)
+        if not same_device(view.placement(t)[0], target)
     ]
     if not off:
         return None

@@ -223,7 +223,7 @@ def _plan_module(plan: _Plan, entry: Entry, by_path: dict, target: str, scan: Sc
 def _on_meta(entry: Entry) -> bool:
     if entry.module is not None:
         return entry.module.majority() == "meta"
-    return entry.facts[0] == "meta"
+    return entry.device == "meta"
 
 
 def _meta_subtree(entry: Entry, owner: Entry) -> Path:

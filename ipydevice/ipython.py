@@ -470,12 +470,10 @@ class _Hook:
 
     def widget_view(self, diagnosis: Diagnosis) -> dict[str, Any]:
         """The widget's own mime types; its buttons reach the namespace only when clicked."""
-        from ipydevice.widget import build_panel
+        from ipydevice.widget import build_panel, view_bundle
 
         shell = self.shell
-        panel = build_panel(diagnosis, lambda: shell.user_ns, self.insert_code)
-        bundle: dict[str, Any] = panel._repr_mimebundle_()
-        return bundle
+        return view_bundle(build_panel(diagnosis, lambda: shell.user_ns, self.insert_code))
 
     def insert_code(self, code: str) -> None:
         """Queues ``code`` as a new cell below (``set_next_input``)."""

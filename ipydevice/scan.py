@@ -53,10 +53,11 @@ class _FactsCache:
     reference cycle keeps a scan, and its tensors, waiting for the collector.
     """
 
-    __slots__ = ("_seen",)
+    __slots__ = ("_placed", "_seen")
 
     def __init__(self) -> None:
         self._seen: dict[int, tuple[Any, tuple[str, str, str, int, str]]] = {}
+        self._placed: dict[int, tuple[Any, tuple[str, int]]] = {}
 
     def __call__(self, tensor: Any) -> tuple[str, str, str, int, str]:
         found = self._seen.get(id(tensor))
@@ -64,6 +65,18 @@ class _FactsCache:
             found = (tensor, probe.tensor_facts(tensor))
             self._seen[id(tensor)] = found
         return found[1]
+
+    def placement(self, tensor: Any) -> tuple[str, int]:
+        """``(device, nbytes)`` alone (:func:`probe.placement`): a model's hundreds
+        of parameters are counted by device, and only the rows shown need more."""
+        found = self._seen.get(id(tensor))
+        if found is not None and found[0] is tensor:
+            return found[1][0], found[1][3]
+        placed = self._placed.get(id(tensor))
+        if placed is None or placed[0] is not tensor:
+            placed = (tensor, probe.placement(tensor))
+            self._placed[id(tensor)] = placed
+        return placed[1]
 
 
 @dataclass(eq=False)
@@ -79,13 +92,13 @@ class ModuleView:
     #: public attributes (of the module or a submodule) that are lists, tuples,
     #: dicts or optimizers: what a naming walk must still look into.
     held: list[tuple[Path, Any]] = field(default_factory=list)
-    facts: Callable[[Any], tuple[str, str, str, int, str]] = probe.tensor_facts
+    placement: Callable[[Any], tuple[str, int]] = probe.placement
     _shares: tuple[DeviceShare, ...] | None = None
 
     def shares(self) -> tuple[DeviceShare, ...]:
         """Registered parameters and buffers per device, biggest count first."""
         if self._shares is None:
-            self._shares = shares_of((t for _, t, _ in self.registered), self.facts)
+            self._shares = shares_of((t for _, t, _ in self.registered), self.placement)
         return self._shares
 
     def majority(self) -> str:
@@ -151,6 +164,15 @@ class Entry:
             shared = self.shared
             self._facts = probe.tensor_facts(self.obj) if shared is None else shared(self.obj)
         return self._facts
+
+    @property
+    def device(self) -> str:
+        """The object's device alone (the first of :attr:`facts`), read cheaply
+        when the other facts were not needed yet."""
+        if self._facts is not None:
+            return self._facts[0]
+        shared = self.shared
+        return probe.placement(self.obj)[0] if shared is None else shared.placement(self.obj)[0]
 
     @property
     def name(self) -> str:
@@ -243,7 +265,7 @@ class Scan:
 
     def _module_view(self, owner: Entry) -> ModuleView:
         module, path = owner.obj, owner.path
-        view = ModuleView(facts=self._facts)
+        view = ModuleView(placement=self._facts.placement)
         count = 0
         stack: list[tuple[Any, Path]] = [(module, ())]
         seen: set[int] = set()
@@ -561,7 +583,7 @@ def _unremarkable_part(entry: Entry) -> bool:
     owner = entry.owner
     if entry.parent_kind != "module" or entry.operand or owner is None or owner.module is None:
         return False
-    return entry.facts[0] == owner.module.majority()
+    return entry.device == owner.module.majority()
 
 
 def _descends(entry: Entry, ancestor: Entry) -> bool:
@@ -851,12 +873,13 @@ def _optimizer_view(opt: Any) -> OptimizerView:
 
 
 def shares_of(
-    tensors: Any, facts: Callable[[Any], tuple[str, str, str, int, str]] = probe.tensor_facts
+    tensors: Any, placement: Callable[[Any], tuple[str, int]] = probe.placement
 ) -> tuple[DeviceShare, ...]:
+    """Tensors counted per device, biggest count first (ties: most bytes)."""
     counts: Counter[str] = Counter()
     sizes: Counter[str] = Counter()
     for tensor in tensors:
-        device, _, _, nbytes, _ = facts(tensor)
+        device, nbytes = placement(tensor)
         counts[device] += 1
         sizes[device] += nbytes
     ordered = sorted(counts, key=lambda d: (-counts[d], -sizes[d], d))

@@ -27,7 +27,7 @@ from ipydevice.model import Diagnosis, Fix
 from ipydevice.render.html import ACCENT, ROOT_STYLE, code_block, header_html, table_html
 from ipydevice.render.text import SCOPE_HINTS, ordered_records
 
-__all__ = ["build_panel", "panel_bundle"]
+__all__ = ["build_panel", "panel_bundle", "view_bundle"]
 
 Namespace = Callable[[], Mapping[str, Any]]
 
@@ -65,20 +65,36 @@ export default { render };
 """
 
 
-def _copy_button(code: str) -> Any:
+#: The Copy button's class, made once per anywidget module (making a widget class
+#: costs more than a panel's other widgets together).
+_COPY_CLASS: dict[int, tuple[Any, type]] = {}
+
+
+def _copy_button(code: str, layout: Any = None) -> Any:
     """A Copy button, or None when anywidget is not installed."""
     try:
         import anywidget
-        import traitlets
     except ImportError:
         return None
+    made = _COPY_CLASS.get(id(anywidget))
+    if made is None or made[0] is not anywidget:
+        made = (anywidget, _copy_class(anywidget))
+        _COPY_CLASS.clear()
+        _COPY_CLASS[id(anywidget)] = made
+    return made[1](text=code) if layout is None else made[1](text=code, layout=layout)
+
+
+def _copy_class(anywidget: Any) -> type:
+    import traitlets
 
     class CopyButton(anywidget.AnyWidget):  # type: ignore[misc]
+        """Copies ``text`` to the clipboard; ``copies`` counts the clicks."""
+
         _esm = _COPY_ESM
         text = traitlets.Unicode("").tag(sync=True)
         copies = traitlets.Int(0).tag(sync=True)
 
-    return CopyButton(text=code)
+    return CopyButton
 
 
 def build_panel(
@@ -95,15 +111,15 @@ def build_panel(
         insert: queues code as a new cell (``shell.set_next_input``); without it
             there are no Insert buttons.
     """
-    import ipywidgets as w
-
-    status = w.HTML(value="", layout=w.Layout(margin="4px 0 0 0"))
+    kit = _Kit()
+    w = kit.w
+    status = kit.html("", layout=w.Layout(margin="4px 0 0 0"))
     status.add_class("ipydevice-status")
     say = _reporter(status)
-    children: list[Any] = [w.HTML(_header_html(diagnosis))]
+    children: list[Any] = [kit.html(_header_html(diagnosis))]
     for number, fix in enumerate(diagnosis.fixes, 1):
-        children.append(_fix_box(number, fix, namespace, insert, say))
-    more = _details(diagnosis)
+        children.append(_fix_box(kit, number, fix, namespace, insert, say))
+    more = _details(kit, diagnosis)
     if more is not None:
         children.append(more)
     children.append(status)
@@ -113,6 +129,56 @@ def build_panel(
     )
     root.add_class("ipydevice-panel")
     return root
+
+
+def view_bundle(panel: Any) -> dict[str, Any]:
+    """The widget's display data: a reference to its model.
+
+    What ``Widget._repr_mimebundle_`` returns, without the plain-text ``repr`` of
+    every child widget (and their HTML) that it builds only to cut it at 110
+    characters; the panel's own text and HTML go beside it.
+    """
+    return {
+        "application/vnd.jupyter.widget-view+json": {
+            "version_major": 2,
+            "version_minor": 0,
+            "model_id": panel.model_id,
+        }
+    }
+
+
+class _Kit:
+    """Makes one panel's widgets, sharing their empty layout and style models.
+
+    Every widget is a model with its own comm, and a DOM widget brings a Layout
+    and a style model of its own: sharing the unstyled ones (a model may have many
+    views) makes a panel about half as many comms.
+    """
+
+    def __init__(self) -> None:
+        import ipywidgets as w
+
+        self.w = w
+        self.layout = w.Layout()
+        self.fix_layout = w.Layout(margin="6px 0 0 0")
+        # The style classes are not all exported: the first widget's is shared.
+        self.style: Any = None
+        self.button_style: Any = None
+
+    def html(self, value: str, layout: Any = None) -> Any:
+        layout = layout or self.layout
+        if self.style is None:
+            made = self.w.HTML(value=value, layout=layout)
+            self.style = made.style
+            return made
+        return self.w.HTML(value=value, layout=layout, style=self.style)
+
+    def button(self, **traits: Any) -> Any:
+        if self.button_style is None:
+            made = self.w.Button(layout=self.layout, **traits)
+            self.button_style = made.style
+            return made
+        return self.w.Button(layout=self.layout, style=self.button_style, **traits)
 
 
 def _reporter(status: Any) -> Callable[[str, bool], None]:
@@ -133,11 +199,9 @@ def _header_html(d: Diagnosis) -> str:
     return f'<div style="{ROOT_STYLE.split(";border-left")[0]}">{header_html(d)}{table}</div>'
 
 
-def _details(d: Diagnosis) -> Any:
+def _details(kit: _Kit, d: Diagnosis) -> Any:
     """Every object of the snapshot, folded (an HTML ``<details>``: one widget, not
     an Accordion of four)."""
-    import ipywidgets as w
-
     records = ordered_records(d)
     if len(records) <= len(d.culprits):
         return None
@@ -148,29 +212,26 @@ def _details(d: Diagnosis) -> Any:
         f"All {len(records)} objects involved</summary>"
         f'<div style="overflow-x:auto;max-width:100%">{table}</div>{notes}</details>'
     )
-    box = w.HTML(body)
+    box = kit.html(body)
     box.add_class("ipydevice-details")
     return box
 
 
 def _fix_box(
+    kit: _Kit,
     number: int,
     fix: Fix,
     namespace: Namespace | None,
     insert: Callable[[str], None] | None,
     say: Callable[[str, bool], None],
 ) -> Any:
-    import ipywidgets as w
-
     hint = SCOPE_HINTS.get(fix.scope, fix.scope)
     where = f" · {html.escape(fix.location)}" if fix.location and fix.scope == "source" else ""
-    title = w.HTML(
-        f'<b>{number}. {html.escape(fix.title)}</b> <span style="opacity:0.75">({html.escape(hint)}{where})</span>'
-    )
+    title = f'<b>{number}. {html.escape(fix.title)}</b> <span style="opacity:0.75">({html.escape(hint)}{where})</span>'
     code = textwrap.dedent(fix.code).rstrip()
     buttons = []
     if fix.can_apply and namespace is not None:
-        apply = w.Button(
+        apply = kit.button(
             description="Apply",
             button_style="warning",
             tooltip="Move the live objects now, then re-run the cell",
@@ -179,16 +240,18 @@ def _fix_box(
         apply.add_class("ipydevice-apply")
         apply.on_click(_guarded(lambda _: _apply(fix, namespace, say), say))
         buttons.append(apply)
-    copy = _copy_button(code)
+    copy = _copy_button(code, kit.layout)
     if copy is not None:
         buttons.append(copy)
     if insert is not None and fix.scope in ("namespace", "cell"):
-        add = w.Button(description="Insert", tooltip="Add this code as a new cell", icon="plus")
+        add = kit.button(description="Insert", tooltip="Add this code as a new cell", icon="plus")
         add.add_class("ipydevice-insert")
         add.on_click(_guarded(lambda _: _insert(code, insert, say), say))
         buttons.append(add)
-    box = w.VBox(
-        [title, w.HTML(code_block(code)), w.HBox(buttons)], layout=w.Layout(margin="6px 0 0 0")
+    # The title and the code in one HTML widget: each widget costs a comm.
+    box = kit.w.VBox(
+        [kit.html(f"<div>{title}</div>{code_block(code)}"), kit.w.HBox(buttons, layout=kit.layout)],
+        layout=kit.fix_layout,
     )
     box.add_class("ipydevice-fix")
     return box
@@ -234,8 +297,7 @@ def panel_bundle(
     """One display output: the widget view (when ``widget``), static HTML and text."""
     bundle: dict[str, Any] = {}
     if widget:
-        panel = build_panel(diagnosis, namespace, insert)
-        bundle.update(panel._repr_mimebundle_())
+        bundle.update(view_bundle(build_panel(diagnosis, namespace, insert)))
     bundle["text/plain"] = str(diagnosis)
     bundle["text/html"] = diagnosis._repr_html_()
     return bundle

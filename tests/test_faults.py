@@ -133,7 +133,8 @@ HOOK_STAGES: dict[str, tuple[str, bool]] = {
     "rendering": ("ipydevice.model.Diagnosis.__str__", False),
     "rendering_html": ("ipydevice.model.Diagnosis._repr_html_", False),
     "widget": ("ipydevice.widget.build_panel", True),
-    "widget_bundle": ("ipywidgets.Widget._repr_mimebundle_", True),
+    "widget_bundle": ("ipydevice.widget.view_bundle", True),
+    "widget_model": ("ipywidgets.Widget.open", True),
     "display": ("IPython.display.display", False),
 }
 
