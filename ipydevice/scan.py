@@ -43,6 +43,8 @@ _ATOM_IDS = frozenset(id(kind) for kind in _UNWALKED_TYPES)
 
 _BUDGET_NOTE = "scan stopped after {} objects"
 
+_STR_ONLY = {str}
+
 
 class _FactsCache:
     """:func:`probe.tensor_facts`, read once per tensor per scan: a layer's
@@ -192,6 +194,7 @@ class Scan:
         self._visits = 0
         self._warned: set[str] = set()
         self._walk_kinds: dict[int, tuple[type, int, bool]] = {}
+        self._tensor_types: set[int] = set()
         self._facts = _FactsCache()
         self._roots: tuple[Mapping[str, Any], list[tuple[str, Any, int]]] | None = None
 
@@ -306,18 +309,25 @@ class Scan:
             self._rebase(entry, path)
 
     def _module_level(self, module: Any, rel: Path, view: ModuleView) -> list[tuple[Any, Path]]:
+        """One module of a tree: its registered tensors and what ``.to()`` misses
+        into ``view``; returns its submodules. Every module of a model pays this."""
         state = probe.module_dict(module)
         if not view.dispatch_device and not rel:
             view.dispatch_device = _dispatch_device(state.get("hf_device_map"))
+        limit = self.settings.max_items
+        registered = view.registered
+        tensor_types = self._tensor_types
         for slot, kind in (("_parameters", "parameter"), ("_buffers", "buffer")):
-            for name, tensor in _named_items(state.get(slot), self.settings.max_items):
-                if probe.is_tensor(tensor):
-                    view.registered.append(((*rel, ("attr", name)), tensor, kind))
+            for name, tensor in _named_items(state.get(slot), limit):
+                if id(type(tensor)) in tensor_types or self._is_tensor(tensor):
+                    registered.append(((*rel, ("attr", name)), tensor, kind))
         children = []
-        container = probe.class_name(module)
-        for name, child in _named_items(state.get("_modules"), self.settings.max_items):
-            if child is not None:
-                children.append((child, (*rel, _child_step(container, name))))
+        submodules = _named_items(state.get("_modules"), limit)
+        if submodules:
+            container = probe.class_name(module)
+            for name, child in submodules:
+                if child is not None:
+                    children.append((child, (*rel, _child_step(container, name))))
         if _only_usual_attributes(module, state):
             return children  # nn.Linear & co. with nothing the user added
         for name, value in _public_items(state, self.settings.max_items):
@@ -331,6 +341,15 @@ class Scan:
             elif probe.is_optimizer(value):
                 view.held.append(((*rel, ("attr", name)), value))
         return children
+
+    def _is_tensor(self, obj: Any) -> bool:
+        """:func:`probe.is_tensor`, remembering the tensor types met (by id, the
+        types kept alive by the scan's objects) so a model's next parameter costs
+        one set lookup."""
+        if probe.is_tensor(obj):
+            self._tensor_types.add(id(type(obj)))
+            return True
+        return False
 
     def _record_part(self, tensor: Any, path: Path, owner: Entry, kind: str) -> None:
         entry = self.entries.get(id(tensor))
@@ -726,6 +745,17 @@ def _keyed_items(mapping: Any, limit: int) -> list[tuple[str | int, Any]]:
 
 def _named_items(mapping: Any, limit: int) -> list[tuple[str, Any]]:
     """Dict items with plain ``str`` keys (module registries, ``__dict__``)."""
+    if type(mapping) is dict and len(mapping) <= limit:
+        # The common case (a module's registries): dict's own C-level items, and
+        # the keys' types checked in C.
+        if not mapping:
+            return []
+        try:
+            items = list(mapping.items())
+            if set(map(type, mapping)) == _STR_ONLY:
+                return items
+        except Exception:  # changed while read, or a key type with a hostile __hash__
+            pass
     out = []
     for key, value in _dict_items(mapping, limit):
         if type(key) is str:  # the common case, without a call
@@ -815,9 +845,25 @@ def _only_usual_attributes(module: Any, state: dict) -> bool:
 def _public_items(state: Any, limit: int) -> list[tuple[str, Any]]:
     """A module's public instance attributes that may hold something: names not
     starting with ``_`` nor torch's machinery, atoms (ints, floats, strings)
-    left out. Every module of a model pays this: it is kept to one pass."""
+    left out. Every module of a model pays this: ``nn.Module``'s own two dozen
+    attributes (hooks, registries) are set aside in C, and only the rest is read."""
+    base = _module_base_keys()
+    if base and type(state) is dict:
+        try:
+            extra = state.keys() - base
+        except Exception:  # a key with a hostile __hash__: the plain walk below
+            extra = None
+        if extra is not None:
+            # In the __dict__'s order, so that names and reports do not depend on
+            # string hashing.
+            keys = list(extra) if len(extra) < 2 else [k for k in state if k in extra]
+            return _public_of((k, state.get(k)) for k in keys[:limit])
+    return _public_of(_dict_items(state, limit))
+
+
+def _public_of(items: Iterable[tuple[Any, Any]]) -> list[tuple[str, Any]]:
     out = []
-    for key, value in _dict_items(state, limit):
+    for key, value in items:
         if type(key) is not str:
             key = _plain_name(key)
             if key is None:
@@ -825,6 +871,24 @@ def _public_items(state: Any, limit: int) -> list[tuple[str, Any]]:
         if key[:1] != "_" and id(type(value)) not in _ATOM_IDS and key not in _MODULE_INTERNALS:
             out.append((key, value))
     return out
+
+
+_BASE_KEYS: list[Any] = [None, frozenset()]
+
+
+def _module_base_keys() -> frozenset[Any]:
+    """The attributes every ``nn.Module`` instance has (``training``, ``_parameters``,
+    the hook dicts...), learnt from a bare ``nn.Module()`` of the torch imported."""
+    torch = probe.torch_module()
+    if torch is None:
+        return frozenset()
+    if _BASE_KEYS[0] is not torch:
+        try:
+            keys = frozenset(k for k in vars(torch.nn.Module()) if type(k) is str)
+        except Exception:
+            keys = frozenset()
+        _BASE_KEYS[:] = [torch, keys]
+    return _BASE_KEYS[1]  # type: ignore[no-any-return]
 
 
 def _held_modules(value: Any, path: Path, limit: int) -> list[tuple[Path, Any]]:
