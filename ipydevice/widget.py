@@ -10,8 +10,9 @@ through IPython's ``set_next_input``: Jupyter only inserts cells while a cell
 runs, so the status says it appears when the next cell runs.
 
 Stable CSS classes for users and tests: ``ipydevice-panel`` (root),
-``ipydevice-apply`` (Apply buttons), ``ipydevice-copy``, ``ipydevice-insert``,
-``ipydevice-status`` (the line that reports what a click did).
+``ipydevice-fix`` (a fix's title and code), ``ipydevice-apply`` (Apply buttons),
+``ipydevice-copy``, ``ipydevice-insert``, ``ipydevice-details`` (every object,
+folded) and ``ipydevice-status`` (the line that reports what a click did).
 
 ipywidgets (and anywidget) are imported here only, when a panel is built.
 """
@@ -113,12 +114,12 @@ def build_panel(
     """
     kit = _Kit()
     w = kit.w
-    status = kit.html("", layout=w.Layout(margin="4px 0 0 0"))
+    status = kit.html("")
     status.add_class("ipydevice-status")
     say = _reporter(status)
     children: list[Any] = [kit.html(_header_html(diagnosis))]
     for number, fix in enumerate(diagnosis.fixes, 1):
-        children.append(_fix_box(kit, number, fix, namespace, insert, say))
+        children.extend(_fix_widgets(kit, number, fix, namespace, insert, say))
     more = _details(kit, diagnosis)
     if more is not None:
         children.append(more)
@@ -160,7 +161,6 @@ class _Kit:
 
         self.w = w
         self.layout = w.Layout()
-        self.fix_layout = w.Layout(margin="6px 0 0 0")
         # The style classes are not all exported: the first widget's is shared.
         self.style: Any = None
         self.button_style: Any = None
@@ -184,9 +184,8 @@ class _Kit:
 def _reporter(status: Any) -> Callable[[str, bool], None]:
     def say(message: str, ok: bool = True) -> None:
         colour = "#2f9e44" if ok else "#e03131"
-        status.value = (
-            f'<span style="color:{colour}">{"✔" if ok else "✘"}</span> {html.escape(message)}'
-        )
+        mark = f'<span style="color:{colour}">{"✔" if ok else "✘"}</span>'
+        status.value = f'<div style="margin-top:4px">{mark} {html.escape(message)}</div>'
 
     return say
 
@@ -217,14 +216,17 @@ def _details(kit: _Kit, d: Diagnosis) -> Any:
     return box
 
 
-def _fix_box(
+def _fix_widgets(
     kit: _Kit,
     number: int,
     fix: Fix,
     namespace: Namespace | None,
     insert: Callable[[str], None] | None,
     say: Callable[[str, bool], None],
-) -> Any:
+) -> list[Any]:
+    """A fix's title and code (one HTML widget, class ``ipydevice-fix``) and its
+    buttons, laid out in the panel's own column: each widget costs a comm, so a
+    fix has no box of its own."""
     hint = SCOPE_HINTS.get(fix.scope, fix.scope)
     where = f" · {html.escape(fix.location)}" if fix.location and fix.scope == "source" else ""
     title = f'<b>{number}. {html.escape(fix.title)}</b> <span style="opacity:0.75">({html.escape(hint)}{where})</span>'
@@ -248,13 +250,9 @@ def _fix_box(
         add.add_class("ipydevice-insert")
         add.on_click(_guarded(lambda _: _insert(code, insert, say), say))
         buttons.append(add)
-    # The title and the code in one HTML widget: each widget costs a comm.
-    box = kit.w.VBox(
-        [kit.html(f"<div>{title}</div>{code_block(code)}"), kit.w.HBox(buttons, layout=kit.layout)],
-        layout=kit.fix_layout,
-    )
-    box.add_class("ipydevice-fix")
-    return box
+    text = kit.html(f'<div style="margin-top:6px">{title}</div>{code_block(code)}')
+    text.add_class("ipydevice-fix")
+    return [text, kit.w.HBox(buttons, layout=kit.layout)]
 
 
 def _guarded(

@@ -323,6 +323,21 @@ class HostileNameInstance(metaclass=_NamedMeta):
     pass
 
 
+class _UnhashableMeta(type):
+    """A metaclass whose classes cannot be hashed or compared: a set of types raises."""
+
+    def __hash__(cls) -> int:
+        raise RuntimeError("class hash unavailable")
+
+    def __eq__(cls, other: object) -> bool:
+        raise RuntimeError("class comparison unavailable")
+
+
+@tripwired
+class UnhashableClassInstance(metaclass=_UnhashableMeta):
+    pass
+
+
 @tripwired
 class SimpleHolder:
     pass
@@ -395,6 +410,11 @@ def _instance_dict_hostile() -> Any:
 @case("metaclass_getattr_raises")
 def _meta_instance() -> Any:
     return HostileMetaInstance()
+
+
+@case("metaclass_hash_raises")
+def _unhashable_class_instance() -> Any:
+    return UnhashableClassInstance()
 
 
 @case("metaclass_name_property")

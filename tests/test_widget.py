@@ -18,6 +18,10 @@ def diagnosis(nb: Notebook):
     return ipydevice.diagnose(nb.fails("out = model(x)\n"), namespace=nb.ns)
 
 
+def walk(widget) -> list:
+    return [widget, *(w for child in getattr(widget, "children", ()) for w in walk(child))]
+
+
 def with_class(widget, name: str) -> list:
     found = [widget] if name in getattr(widget, "_dom_classes", ()) else []
     for child in getattr(widget, "children", ()):
@@ -76,12 +80,7 @@ def test_insert_queues_the_code(nb):
 def test_copy_button_carries_the_code(nb):
     pytest.importorskip("anywidget")
     panel = build_panel(diagnosis(nb), lambda: nb.ns)
-    copies = with_class(panel, "ipydevice-copy") or [
-        child
-        for box in with_class(panel, "ipydevice-fix")
-        for child in box.children[-1].children
-        if hasattr(child, "text")
-    ]
+    copies = [w for w in walk(panel) if hasattr(w, "copies")]
     assert copies[0].text == "x = x.to('meta')"
 
 
