@@ -850,7 +850,8 @@ def _module_children(module: Any, limit: int) -> Iterator[tuple[tuple[str, Any],
             yield ("attr", name), value
 
 
-_USUAL_ATTRIBUTES: dict[int, frozenset[str]] = {}
+#: torch module class id -> (the class, its instances' usual attribute names).
+_USUAL_ATTRIBUTES: dict[int, tuple[type, frozenset[str]]] = {}
 
 
 def _only_usual_attributes(module: Any, state: dict) -> bool:
@@ -864,18 +865,18 @@ def _only_usual_attributes(module: Any, state: dict) -> bool:
     attribute (``model.cache = ...`` on an ``nn.Linear``) is walked.
     """
     kind = type(module)
+    known = _USUAL_ATTRIBUTES.get(id(kind))
+    if known is not None and known[0] is kind:
+        return state.keys() <= known[1]
     module_name = kind.__dict__.get("__module__", "")
     if not (isinstance(module_name, str) and module_name.startswith("torch.")):
         return False
-    usual = _USUAL_ATTRIBUTES.get(id(kind))
-    if usual is not None:
-        return state.keys() <= usual
     if all(
         key[:1] == "_" or id(type(value)) in _ATOM_IDS
         for key, value in _dict_items(state, 256)
         if type(key) is str
     ):
-        _USUAL_ATTRIBUTES[id(kind)] = frozenset(key for key in state if type(key) is str)
+        _USUAL_ATTRIBUTES[id(kind)] = (kind, frozenset(k for k in state if type(k) is str))
     return False
 
 

@@ -462,3 +462,47 @@ def test_deadline_interrupts_a_hang() -> None:
 
     with pytest.raises(Hung):
         spin()
+
+
+# -- placement: the cheap read agrees with the full one ---------------------------------------
+
+
+def _tensors_in(obj: Any, depth: int = 0) -> list[Any]:
+    from ipydevice import probe
+
+    if probe.is_tensor(obj):
+        return [obj]
+    if depth < 2 and (type(obj) is list or type(obj) is tuple):
+        return [t for item in obj for t in _tensors_in(item, depth + 1)]
+    return []
+
+
+def _tensor_kinds() -> list[Any]:
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        fake = torch.ones(2, 3)
+    return [
+        torch.ones(2, 3),
+        torch.nn.Parameter(torch.ones(4)),
+        torch.ones(2, device="meta"),
+        torch.ones(3).to_sparse(),
+        torch.nested.nested_tensor([torch.ones(2), torch.ones(3)]),
+        torch.nn.UninitializedParameter(),
+        torch.ones(8)[::2],
+        fake,
+    ]
+
+
+@pytest.mark.filterwarnings("ignore:The PyTorch API of nested tensors")
+@pytest.mark.parametrize("entry", params("placement"))
+def test_placement_agrees_with_tensor_facts(entry: Case) -> None:
+    """``probe.placement`` (module breakdowns) and ``probe.tensor_facts`` (rows)
+    must tell the same device and size, whatever the tensor."""
+    from ipydevice import probe
+
+    obj = entry.build()
+    probe.placement(obj)  # never raises, tensor or not
+    for tensor in [*_tensors_in(obj), *_tensor_kinds()]:
+        facts = probe.tensor_facts(tensor)
+        assert probe.placement(tensor) == (facts[0], facts[3])
