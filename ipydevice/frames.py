@@ -23,6 +23,7 @@ import os
 import sys
 import sysconfig
 from collections import UserDict
+from collections.abc import Iterator
 from dataclasses import dataclass
 from types import FrameType, TracebackType
 from typing import Any
@@ -223,18 +224,48 @@ def _parse_block(
 
 
 def statement_at(tree: ast.AST, lineno: int) -> ast.stmt | None:
-    """The innermost statement spanning ``lineno``."""
+    """The innermost statement spanning ``lineno`` (of two on one line, the last).
+
+    Descends through the statements that span the line only: expressions are
+    never visited, so a long function costs what its nesting does."""
     best: ast.stmt | None = None
-    for node in ast.walk(tree):
-        if not isinstance(node, ast.stmt):
-            continue
-        spans = node.lineno <= lineno <= (node.end_lineno or node.lineno)
-        if spans and (
-            best is None
-            or (node.lineno >= best.lineno and (node.end_lineno or 0) <= (best.end_lineno or 0))
-        ):
-            best = node
+    level = _child_statements(tree)
+    while level:
+        spanning = [s for s in level if s.lineno <= lineno <= (s.end_lineno or s.lineno)]
+        if not spanning:
+            break
+        best = spanning[-1]
+        level = _child_statements(best)
     return best
+
+
+def iter_statements(tree: ast.AST) -> Iterator[ast.stmt]:
+    """Every statement in ``tree``, outer before inner, without visiting expressions
+    (what ``ast.walk`` spends most of its time on)."""
+    stack = list(reversed(_child_statements(tree)))
+    while stack:
+        node = stack.pop()
+        yield node
+        stack.extend(reversed(_child_statements(node)))
+
+
+def _child_statements(node: ast.AST) -> list[ast.stmt]:
+    """The statements directly inside ``node``: its bodies, ``else``, ``finally``,
+    and the bodies of its ``except`` handlers and ``case`` clauses."""
+    out: list[ast.stmt] = []
+    for field in _BODY_FIELDS:
+        items = getattr(node, field, None)
+        if type(items) is not list:
+            continue
+        for item in items:
+            if isinstance(item, ast.stmt):
+                out.append(item)
+            elif isinstance(item, (ast.excepthandler, ast.match_case)):
+                out.extend(s for s in item.body if isinstance(s, ast.stmt))
+    return out
+
+
+_BODY_FIELDS = ("body", "handlers", "cases", "orelse", "finalbody")
 
 
 def header_nodes(stmt: ast.stmt) -> list[ast.AST]:

@@ -24,7 +24,7 @@ from typing import Any
 
 from ipydevice import probe
 from ipydevice.culprits import Analysis, Culprit
-from ipydevice.frames import FrameView, frame_tree, is_user_file, source_location
+from ipydevice.frames import FrameView, frame_tree, is_user_file, iter_statements, source_location
 from ipydevice.model import Finding, Fix
 from ipydevice.rewrite import add_keyword, replace_span, segment
 from ipydevice.scan import Entry, Scan
@@ -162,7 +162,7 @@ def _caller_assignment(
 
 def _last_assignment(tree: ast.AST, name: str, before: int) -> ast.Assign | ast.AnnAssign | None:
     best = None
-    for node in ast.walk(tree):
+    for node in iter_statements(tree):
         targets = (
             node.targets
             if isinstance(node, ast.Assign)

@@ -1,0 +1,73 @@
+"""The statement finders of :mod:`ipydevice.frames` against the plain ``ast.walk``
+definitions they replace, over real sources (ipydevice's own and the tests')."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from ipydevice.frames import iter_statements, statement_at
+
+ROOT = Path(__file__).resolve().parent.parent
+SOURCES = sorted([*ROOT.glob("ipydevice/**/*.py"), *ROOT.glob("tests/*.py")])
+MATCH = """
+def f(x):
+    match x:
+        case [a, b]:
+            y = a
+        case _:
+            try:
+                y = 1; z = 2
+            except ValueError as e:
+                y = 3
+            else:
+                y = 4
+            finally:
+                w = 5
+    return y
+"""
+
+
+def walked_statement_at(tree: ast.AST, lineno: int) -> ast.stmt | None:
+    """The definition: of the statements spanning the line, the innermost, the last
+    of those in ``ast.walk`` order."""
+    best = None
+    for node in ast.walk(tree):
+        spans = isinstance(node, ast.stmt) and node.lineno <= lineno <= (node.end_lineno or 0)
+        if spans and (
+            best is None
+            or (node.lineno >= best.lineno and (node.end_lineno or 0) <= (best.end_lineno or 0))
+        ):
+            best = node
+    return best
+
+
+def trees() -> list[tuple[str, ast.AST, int]]:
+    out = [("match", ast.parse(MATCH), MATCH.count("\n") + 1)]
+    for path in SOURCES:
+        text = path.read_text()
+        out.append((path.name, ast.parse(text), text.count("\n") + 1))
+    return out
+
+
+@pytest.mark.parametrize(
+    ("name", "tree", "lines"), trees(), ids=lambda v: v if isinstance(v, str) else ""
+)
+def test_statement_at_is_the_innermost_spanning_statement(
+    name: str, tree: ast.AST, lines: int
+) -> None:
+    stride = 1 if lines < 200 else 5  # the definition walks the whole tree per line
+    for lineno in range(1, lines + 1, stride):
+        found, expected = statement_at(tree, lineno), walked_statement_at(tree, lineno)
+        assert found is expected, (name, lineno)
+
+
+@pytest.mark.parametrize(
+    ("name", "tree", "lines"), trees(), ids=lambda v: v if isinstance(v, str) else ""
+)
+def test_iter_statements_finds_every_statement(name: str, tree: ast.AST, lines: int) -> None:
+    found = list(iter_statements(tree))
+    assert len(found) == len({id(s) for s in found})
+    assert {id(s) for s in found} == {id(n) for n in ast.walk(tree) if isinstance(n, ast.stmt)}
