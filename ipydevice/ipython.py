@@ -326,6 +326,7 @@ class _Hook:
         self.shown_before = id(vars(sys).get("last_value"))
         self.last: Diagnosis | None = None
         self.device_warnings: DeviceWarnings | None = None
+        self.panel, self.watch = True, False  # IPyDevice.panel and .watch, kept in step
 
     def install(self) -> None:
         """Registers the configurable, ``%devices``, the cell callbacks and, unless
@@ -335,8 +336,14 @@ class _Hook:
         for event, callback in self.callbacks.items():
             self.shell.events.register(event, callback)
         self.config.observe(self._warnings_changed, names="warnings")
+        self.config.observe(self._switches_changed, names=["panel", "watch"])
+        self._switches_changed()
         if self.config.warnings:
             self.install_warnings()
+
+    def _switches_changed(self, change: Mapping[str, Any] | None = None) -> None:
+        # Read by the callbacks of every cell: plain attributes, not traitlets lookups.
+        self.panel, self.watch = self.config.panel, self.config.watch
 
     def install_warnings(self) -> None:
         """Chains ``warnings.showwarning`` and adds the library loggers' handler."""
@@ -363,6 +370,8 @@ class _Hook:
         self.remove_warnings()
         with contextlib.suppress(ValueError, KeyError):  # install failed before observing
             self.config.unobserve(self._warnings_changed, names="warnings")
+        with contextlib.suppress(ValueError, KeyError):
+            self.config.unobserve(self._switches_changed, names=["panel", "watch"])
         for event, callback in self.callbacks.items():
             registered = self.shell.events.callbacks[event]
             if callback in registered:
@@ -384,19 +393,21 @@ class _Hook:
         """The ``pre_run_cell`` callback: notes which exception was last shown, by id
         only, and lets every device warning be reported once in the new cell."""
         self.shown_before = id(vars(sys).get("last_value"))
-        if self.device_warnings is not None:
-            _guarded("warning panel", self.device_warnings.new_cell)
+        warned = self.device_warnings
+        if warned is not None and (warned.seen or warned.pending):
+            _guarded("warning panel", warned.new_cell)
 
     def post_run_cell(self, result: ExecutionResult) -> None:
         """The ``post_run_cell`` callback: the warning panels kept until the stock
         output, a panel when the cell failed with a device error, and watch mode."""
-        if self.device_warnings is not None:
-            _guarded("warning panel", self.device_warnings.flush)
-        if self.config.panel:
+        warned = self.device_warnings
+        if warned is not None and warned.pending:
+            _guarded("warning panel", warned.flush)
+        if self.panel:
             exc = self.cell_exception(result)
             if exc is not None:
                 self.show_panel(exc)
-        if self.config.watch:
+        if self.watch:
             _guarded("watch", self.watch_cell, result)
 
     def show_warning(self, diagnosis: Diagnosis) -> None:
