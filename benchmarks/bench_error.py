@@ -199,7 +199,7 @@ def main() -> dict:
     stages = Stages(shell)
     end_to_end: dict[str, list[float]] = {"with": [], "without": []}
     ipython_tb: list[float] = []
-    rounds = reps(12, 3)
+    rounds = reps(20, 3)
     for index in range(rounds + 2):  # two warm-up rounds
         order = (False, True) if index % 2 == 0 else (True, False)
         for with_extension in order:

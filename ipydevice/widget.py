@@ -91,9 +91,17 @@ def _copy_class(anywidget: Any) -> type:
     class CopyButton(anywidget.AnyWidget):  # type: ignore[misc]
         """Copies ``text`` to the clipboard; ``copies`` counts the clicks."""
 
-        _esm = _COPY_ESM
+        # anywidget's own traits, declared on the class: AnyWidget.__init__ would
+        # otherwise add them to every instance, each time deriving a new class.
+        _esm = traitlets.Unicode(_COPY_ESM).tag(sync=True)
+        _anywidget_id = traitlets.Unicode("ipydevice.widget.CopyButton").tag(sync=True)
         text = traitlets.Unicode("").tag(sync=True)
         copies = traitlets.Int(0).tag(sync=True)
+
+        def add_traits(self, **traits: Any) -> None:
+            missing = {name: t for name, t in traits.items() if not self.has_trait(name)}
+            if missing:  # a trait this class does not declare: anywidget's way
+                super().add_traits(**missing)
 
     return CopyButton
 

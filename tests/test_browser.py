@@ -147,6 +147,10 @@ def _mismatch_flow(page: Any, shot: str | None = None, block: str = "center") ->
     )
     if shot:
         screenshot_around(page, panel, SHOTS / shot, block=block)
+    copy = panel.locator(".ipydevice-copy").first  # anywidget renders it: the ESM ran
+    expect(copy).to_have_text("Copy")
+    copy.click()
+    expect(copy).to_have_text("Copied")
     apply.click()
     status = panel.locator(".ipydevice-status")
     expect(status).to_contain_text("moved x", timeout=10_000)
