@@ -11,7 +11,7 @@ a CUDA error) come back as an :class:`~ipydevice.model.ApplyResult`.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from ipydevice import probe
 from ipydevice.model import ApplyResult, Step
@@ -28,7 +28,7 @@ def apply_steps(steps: tuple[Step, ...], namespace: Mapping[str, Any]) -> ApplyR
     for step in steps:
         name = format_path(step.path)
         try:
-            message = _ACTIONS[step.action](step, namespace)  # type: ignore[arg-type]
+            message = _ACTIONS[step.action](step, namespace)
         except LookupError as exc:
             return ApplyResult(False, f"could not apply: {exc}", tuple(done))
         except Exception as exc:  # out of memory, CUDA errors, odd objects
@@ -80,7 +80,7 @@ def _sequence(step: Step, namespace: Any) -> str:
     value = resolve(step.path, namespace)
     items = [_move(item, step.target) for item in value]
     if isinstance(value, tuple) and hasattr(type(value), "_make"):
-        rebuilt: Any = type(value)._make(items)
+        rebuilt: Any = cast(Any, type(value))._make(items)
     elif isinstance(value, list):
         rebuilt = items if type(value) is list else type(value)(items)
     else:

@@ -259,7 +259,7 @@ def _parsed_statement(view: FrameView) -> tuple[ast.stmt, list[str]] | None:
         )
         for node in ast.walk(stmt):
             if hasattr(node, "lineno"):
-                node.lineno += offset  # type: ignore[attr-defined]
+                node.lineno += offset
                 if getattr(node, "end_lineno", None) is not None:
                     node.end_lineno += offset  # type: ignore[attr-defined]
     return stmt, lines
@@ -375,7 +375,7 @@ def _original_callable_fix(
     view: FrameView, stmt: ast.stmt, lines: list[str], elsewhere: bool = False
 ) -> Fix | None:
     """``cm(x)`` -> ``cm._orig_mod(x)``; ``cfn(x)`` -> ``cfn._torchdynamo_orig_callable(x)``."""
-    edits: list[tuple[ast.AST, str, str]] = []
+    edits: list[tuple[ast.expr, str, str]] = []
     parts = (
         [stmt]
         if not isinstance(stmt, (ast.For, ast.AsyncFor, ast.While, ast.If, ast.With))

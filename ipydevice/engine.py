@@ -264,10 +264,9 @@ def _family_problems(
     ]
     for root in roots:
         if probe.is_module(root.obj):  # a (D)DP wrapper is a module: give it its view
-            root.kind, root.module = (
-                "module",
-                Scan(_settings.current()).add(root.obj, root.path, "namespace", named=True).module,
-            )  # type: ignore[union-attr]
+            added = Scan(_settings.current()).add(root.obj, root.path, "namespace", named=True)
+            assert added is not None  # a module always gets an entry in a fresh scan
+            root.kind, root.module = "module", added.module
     model = analysis.top_module
     return problems_of(([model] if model is not None else []) + roots) if roots else []
 

@@ -372,7 +372,7 @@ def _family_cell_fix(facts: MessageFacts, cell: _Cell | None, target: str) -> Fi
 
 
 def _calls_in(cell: _Cell) -> list[ast.Call]:
-    calls = []
+    calls: list[ast.Call] = []
     for part in header_nodes(cell.stmt):
         calls.extend(n for n in ast.walk(part) if isinstance(n, ast.Call))
     return calls

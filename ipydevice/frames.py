@@ -260,7 +260,7 @@ def _child_statements(node: ast.AST) -> list[ast.stmt]:
         for item in items:
             if isinstance(item, ast.stmt):
                 out.append(item)
-            elif isinstance(item, (ast.excepthandler, ast.match_case)):
+            elif isinstance(item, (ast.ExceptHandler, ast.match_case)):
                 out.extend(s for s in item.body if isinstance(s, ast.stmt))
     return out
 
@@ -314,9 +314,9 @@ def line_operands(view: FrameView) -> list[tuple[str, Any, bool]]:
             if isinstance(node, (ast.Name, ast.Attribute, ast.Subscript)) and isinstance(
                 getattr(node, "ctx", None), ast.Load
             ):
-                found = _resolvable(node, view.frame)
-                if found is not None:
-                    chain, value = found
+                resolved = _resolvable(node, view.frame)
+                if resolved is not None:
+                    chain, value = resolved
                     out.append((_text(chain), value, id(node) in index_nodes))
     return out
 

@@ -63,7 +63,7 @@ import functools
 import re
 import sys
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_magic, magics_class
@@ -322,7 +322,10 @@ class _Hook:
         self.saved_registry = manager.registry.get(DeviceMagics.__name__)
         self.config = IPyDevice(parent=shell)
         self.magics = DeviceMagics(shell, hook=self)
-        self.callbacks = {"pre_run_cell": self.pre_run_cell, "post_run_cell": self.post_run_cell}
+        self.callbacks: dict[str, Callable[..., Any]] = {
+            "pre_run_cell": self.pre_run_cell,
+            "post_run_cell": self.post_run_cell,
+        }
         self.shown_before = id(vars(sys).get("last_value"))
         self.last: Diagnosis | None = None
         self.device_warnings: DeviceWarnings | None = None
@@ -331,7 +334,7 @@ class _Hook:
     def install(self) -> None:
         """Registers the configurable, ``%devices``, the cell callbacks and, unless
         ``IPyDevice.warnings`` is off, the device-warning hooks."""
-        self.shell.configurables.append(self.config)
+        cast("list[Configurable]", self.shell.configurables).append(self.config)
         self.shell.register_magics(self.magics)
         for event, callback in self.callbacks.items():
             self.shell.events.register(event, callback)
@@ -378,7 +381,7 @@ class _Hook:
                 registered.remove(callback)
         for configurable in (self.config, self.magics):  # register_magics appends the magics too
             if configurable in self.shell.configurables:
-                self.shell.configurables.remove(configurable)
+                cast("list[Configurable]", self.shell.configurables).remove(configurable)
         manager = self.shell.magics_manager
         manager.magics["line"].pop(MAGIC_NAME, None)
         if self.saved_magic is not None:
@@ -557,12 +560,14 @@ def devices_parser() -> Any:
     def devices(line: str = "") -> None:
         """Where everything lives: tensors, modules, optimizers and containers by device."""
 
-    return devices.parser  # type: ignore[attr-defined]
+    return devices.parser
 
 
 @magics_class
 class DeviceMagics(Magics):
     """The ``%devices`` magic; a thin adapter over :func:`ipydevice.inventory`."""
+
+    shell: InteractiveShell  # always given (Magics allows None)
 
     def __init__(self, shell: InteractiveShell, hook: _Hook) -> None:
         super().__init__(shell)

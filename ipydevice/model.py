@@ -10,6 +10,7 @@ Imports nothing beyond the standard library.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -210,7 +211,7 @@ class Fix:
         """True when :meth:`apply` can perform this fix on live objects."""
         return bool(self.steps)
 
-    def apply(self, namespace: dict[str, Any]) -> ApplyResult:
+    def apply(self, namespace: Mapping[str, Any]) -> ApplyResult:
         """Performs the fix on the live objects found through ``namespace``.
 
         Objects are moved by reference (``.to()``, ``to_empty()``, reassignment into

@@ -13,7 +13,8 @@ Imports nothing beyond the standard library.
 from __future__ import annotations
 
 import keyword
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, cast
 
 __all__ = ["assign", "format_path", "is_name", "resolve", "root_name"]
 
@@ -50,7 +51,7 @@ def root_name(path: Path) -> str:
     return str(path[0][1]) if path else ""
 
 
-def resolve(path: Path, namespace: dict[str, Any]) -> Any:
+def resolve(path: Path, namespace: Mapping[str, Any]) -> Any:
     """Follows ``path`` from ``namespace`` to the live object.
 
     Raises:
@@ -88,7 +89,11 @@ def assign(path: Path, namespace: dict[str, Any], value: Any) -> None:
     elif isinstance(parent, tuple):
         items = list(parent)
         items[key] = value
-        rebuilt = parent._make(items) if hasattr(type(parent), "_make") else type(parent)(items)
+        rebuilt = (
+            cast(Any, parent)._make(items)
+            if hasattr(type(parent), "_make")
+            else type(parent)(items)
+        )
         assign(parent_path, namespace, rebuilt)
     else:
         parent[key] = value

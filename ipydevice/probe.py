@@ -204,7 +204,7 @@ def _plain_tensor_types() -> tuple[type, ...]:
             _STRIDED[0] = torch.strided
         except Exception:
             return ()
-    return _PLAIN[1]  # type: ignore[no-any-return]
+    return _PLAIN[1]
 
 
 _PLAIN: list[Any] = [None, ()]

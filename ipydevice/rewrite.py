@@ -28,7 +28,7 @@ def char_col(line: str, byte_col: int) -> int:
     return len(line.encode("utf-8")[:byte_col].decode("utf-8", errors="ignore"))
 
 
-def segment(lines: list[str], node: ast.AST) -> str:
+def segment(lines: list[str], node: ast.expr | ast.stmt) -> str:
     """The exact source text of ``node`` (``lines`` keep their newlines)."""
     start, end = node.lineno - 1, (node.end_lineno or node.lineno) - 1
     first = char_col(lines[start], node.col_offset)
@@ -38,7 +38,7 @@ def segment(lines: list[str], node: ast.AST) -> str:
     return lines[start][first:] + "".join(lines[start + 1 : end]) + lines[end][:last]
 
 
-def replace_span(lines: list[str], node: ast.AST, text: str) -> list[str]:
+def replace_span(lines: list[str], node: ast.expr | ast.stmt, text: str) -> list[str]:
     """``lines`` with ``node``'s text replaced by ``text``."""
     start, end = node.lineno - 1, (node.end_lineno or node.lineno) - 1
     first = char_col(lines[start], node.col_offset)

@@ -926,7 +926,7 @@ def _module_base_keys() -> frozenset[Any]:
         except Exception:
             keys = frozenset()
         _BASE_KEYS[:] = [torch, keys]
-    return _BASE_KEYS[1]  # type: ignore[no-any-return]
+    return _BASE_KEYS[1]
 
 
 def _held_modules(value: Any, path: Path, limit: int) -> list[tuple[Path, Any]]:
@@ -950,7 +950,7 @@ def _dispatch_device(device_map: Any) -> str:
 def _optimizer_view(opt: Any) -> OptimizerView:
     view = OptimizerView()
     state = probe.module_dict(opt)
-    groups = state.get("param_groups")
+    groups: Any = state.get("param_groups")
     exempt: dict[int, bool] = {}
     # list.__iter__ and dict.get, not the objects' own: param_groups may be any
     # list or dict subclass, and flags are compared with ``is True``, never bool().
@@ -960,7 +960,7 @@ def _optimizer_view(opt: Any) -> OptimizerView:
         step_exempt = not (
             dict.get(group, "capturable") is True or dict.get(group, "fused") is True
         )
-        params = dict.get(group, "params")
+        params: Any = dict.get(group, "params")
         for param in list.__iter__(params) if probe.is_a(params, list) else []:
             view.params.append(param)
             exempt[id(param)] = step_exempt
@@ -991,7 +991,7 @@ def shares_of(
 def record_of(entry: Entry, limit: int = 200) -> ObjectRecord:
     """Turns one transient entry into a row of strings and numbers."""
     obj = entry.obj
-    base = {
+    base: dict[str, Any] = {
         "name": entry.name,
         "kind": entry.kind,
         "type_name": probe.class_name(obj),

@@ -123,7 +123,8 @@ def _local_fix(entry: Entry, views: list[FrameView], target: str) -> Fix | None:
             title,
         )
 
-    def wrap(lines: list[str], node: ast.AST) -> list[str]:
+    def wrap(lines: list[str], node: ast.Assign | ast.AnnAssign) -> list[str]:
+        assert node.value is not None  # a copy of stmt, whose value is asserted above
         text = segment(lines, node.value)
         simple = isinstance(node.value, (ast.Call, ast.Name, ast.Attribute, ast.Subscript))
         moved = f"{text}.to({device})" if simple else f"({text}).to({device})"
@@ -132,7 +133,9 @@ def _local_fix(entry: Entry, views: list[FrameView], target: str) -> Fix | None:
     return _edit(view, stmt, offset, wrap, f"Move {name} to {target} where {view.label} makes it")
 
 
-def _assignment(view: FrameView, name: str) -> tuple[FrameView, str, ast.stmt, int] | None:
+def _assignment(
+    view: FrameView, name: str
+) -> tuple[FrameView, str, ast.Assign | ast.AnnAssign, int] | None:
     """The statement of ``view``'s function that last assigned ``name`` before the
     failing line, with the function's line offset."""
     parsed = frame_tree(view)
@@ -145,7 +148,7 @@ def _assignment(view: FrameView, name: str) -> tuple[FrameView, str, ast.stmt, i
 
 def _caller_assignment(
     obj: Any, views: list[FrameView], inner: FrameView
-) -> tuple[FrameView, str, ast.stmt, int] | None:
+) -> tuple[FrameView, str, ast.Assign | ast.AnnAssign, int] | None:
     """The nearest user function outside ``inner`` whose local holding ``obj``
     (by identity) was assigned there."""
     index = next((i for i, v in enumerate(views) if v is inner), len(views))
@@ -161,7 +164,7 @@ def _caller_assignment(
 
 
 def _last_assignment(tree: ast.AST, name: str, before: int) -> ast.Assign | ast.AnnAssign | None:
-    best = None
+    best: ast.Assign | ast.AnnAssign | None = None
     for node in iter_statements(tree):
         targets = (
             node.targets
@@ -172,6 +175,7 @@ def _last_assignment(tree: ast.AST, name: str, before: int) -> ast.Assign | ast.
         )
         if (
             node is not tree
+            and isinstance(node, (ast.Assign, ast.AnnAssign))
             and len(targets) == 1
             and any(isinstance(t, ast.Name) and t.id == name for t in targets)
             and node.lineno <= before
@@ -349,7 +353,8 @@ def _class_edit(owner: Any, name: str, change: Any, title: str) -> Fix | None:
 def register_buffer_fix(owner: Any, name: str) -> Fix | None:
     """``self.<name> = value`` in ``owner``'s class becomes a non-persistent buffer."""
 
-    def change(lines: list[str], node: ast.AST) -> list[str]:
+    def change(lines: list[str], node: ast.Assign | ast.AnnAssign) -> list[str]:
+        assert node.value is not None  # a copy of the assignment _self_assignment found
         value = segment(lines, node.value)
         return replace_span(
             lines, node, f"self.register_buffer({name!r}, {value}, persistent=False)"
@@ -367,7 +372,8 @@ def module_list_fix(owner: Any, name: str) -> Fix | None:
     wrapper = "ModuleDict" if probe.is_a(value, dict) else "ModuleList"
     prefix = "nn." if _has_nn(owner) else "torch.nn."
 
-    def change(lines: list[str], node: ast.AST) -> list[str]:
+    def change(lines: list[str], node: ast.Assign | ast.AnnAssign) -> list[str]:
+        assert node.value is not None  # a copy of the assignment _self_assignment found
         text = segment(lines, node.value)
         return replace_span(lines, node.value, f"{prefix}{wrapper}({text})")
 
@@ -539,7 +545,7 @@ def _shifted(change: tuple[str, str], call: ast.Call, stmt: ast.stmt) -> Any:
     """An edit for :func:`_apply_edit`, applied to ``call`` moved with ``stmt``."""
     kind, text = change
 
-    def edit(lines: list[str], node: ast.AST) -> list[str]:
+    def edit(lines: list[str], node: ast.stmt) -> list[str]:
         moved_call = copy_node(call)
         ast.increment_lineno(moved_call, node.lineno - stmt.lineno)
         if kind == "keyword":

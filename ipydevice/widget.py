@@ -88,7 +88,7 @@ def _copy_button(code: str, layout: Any = None) -> Any:
 def _copy_class(anywidget: Any) -> type:
     import traitlets
 
-    class CopyButton(anywidget.AnyWidget):  # type: ignore[misc]
+    class CopyButton(anywidget.AnyWidget):
         """Copies ``text`` to the clipboard; ``copies`` counts the clicks."""
 
         # anywidget's own traits, declared on the class: AnyWidget.__init__ would

@@ -1,4 +1,4 @@
-"""The code stays as ``ruff`` (pinned in the ``test`` extra) wants it: lint and format."""
+"""The code stays as ruff and mypy (pinned in the ``test`` extra) want it: lint, format, types."""
 
 from __future__ import annotations
 
@@ -26,4 +26,18 @@ def test_ruff(command: list[str]) -> None:
     done = subprocess.run(
         [*ruff(), *command, *PATHS], cwd=ROOT, capture_output=True, text=True, timeout=120
     )
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+
+
+def mypy() -> list[str]:
+    beside = Path(sys.executable).with_name("mypy")
+    found = str(beside) if beside.exists() else shutil.which("mypy")
+    if found is None:
+        pytest.skip("mypy is not installed (pip install -e '.[test]')")
+    return [found]
+
+
+def test_mypy() -> None:
+    # No arguments: the [tool.mypy] section of pyproject.toml names the files and settings.
+    done = subprocess.run(mypy(), cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
