@@ -151,6 +151,7 @@ def _mismatch_flow(page: Any, shot: str | None = None, block: str = "center") ->
     expect(copy).to_have_text("Copy")
     copy.click()
     expect(copy).to_have_text("Copied")
+    expect(copy).to_have_text("Copy", timeout=5_000)  # and back, as in the screenshots
     apply.click()
     status = panel.locator(".ipydevice-status")
     expect(status).to_contain_text("moved x", timeout=10_000)
