@@ -10,6 +10,10 @@ From Python::
     import ipydevice
     d = ipydevice.diagnose(exc)   # who is on which device, where to move it, fixes
     ipydevice.inventory()         # the namespace, grouped by device
+    ipydevice.check(model, batch) # preflight: every audit, before training
+
+Your own rules: ``@ipydevice.audit(name)``, ``ipydevice.message(pattern)`` and
+``@ipydevice.on_diagnosis`` (see :mod:`ipydevice.plugins`).
 
 Importing this package is cheap: it imports neither torch, IPython, pandas nor
 ipywidgets. Each is imported only where it is used.
@@ -22,17 +26,23 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 __all__ = [
+    "AuditContext",
     "Diagnosis",
     "Finding",
     "Fix",
     "Inventory",
+    "Problem",
+    "Step",
     "__version__",
+    "audit",
     "check",
     "configure",
     "diagnose",
     "install",
     "inventory",
     "load_ipython_extension",
+    "message",
+    "on_diagnosis",
     "override",
     "uninstall",
     "unload_ipython_extension",
@@ -40,7 +50,8 @@ __all__ = [
 
 if TYPE_CHECKING:  # pragma: no cover
     from ipydevice.census import Inventory
-    from ipydevice.model import Diagnosis, Finding, Fix
+    from ipydevice.model import Diagnosis, Finding, Fix, Problem, Step
+    from ipydevice.plugins import AuditContext
 
 if TYPE_CHECKING:  # pragma: no cover
     from contextlib import AbstractContextManager
@@ -93,6 +104,28 @@ def check(*objects: Any, namespace: Any = None, names: Any = None) -> Any:
     return _check(*objects, namespace=namespace, names=names)
 
 
+def audit(name: str) -> Any:
+    """Registers your own audit (a decorator): see :func:`ipydevice.plugins.audit`."""
+    from ipydevice.plugins import audit as _audit
+
+    return _audit(name)
+
+
+def message(pattern: Any, *, exc_types: Any = (), name: str | None = None) -> None:
+    """Makes a wording of your own a device error: see :func:`ipydevice.plugins.message`."""
+    from ipydevice.plugins import message as _message
+
+    _message(pattern, exc_types=exc_types, name=name)
+
+
+def on_diagnosis(func: Any) -> Any:
+    """Calls ``func(diagnosis)`` for every device error reported (a decorator): see
+    :func:`ipydevice.plugins.on_diagnosis`."""
+    from ipydevice.plugins import on_diagnosis as _on_diagnosis
+
+    return _on_diagnosis(func)
+
+
 def install() -> None:
     """Adds the device report after uncaught tracebacks in plain Python (``sys.excepthook``)."""
     from ipydevice.excepthook import install as _install
@@ -136,10 +169,14 @@ def unload_ipython_extension(ipython: Any) -> None:
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("Diagnosis", "Finding", "Fix"):
+    if name in ("Diagnosis", "Finding", "Fix", "Problem", "Step"):
         from ipydevice import model
 
         return getattr(model, name)
+    if name == "AuditContext":
+        from ipydevice.plugins import AuditContext
+
+        return AuditContext
     if name == "Inventory":
         from ipydevice.census import Inventory
 

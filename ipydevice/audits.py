@@ -30,13 +30,14 @@ scalars, CPU ``step`` counters) gives no problem. Results hold text only.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from ipydevice import probe
 from ipydevice.culprits import same_device
-from ipydevice.model import Finding, Fix, Step
+from ipydevice.model import Finding, Fix, Problem, Step
 from ipydevice.paths import format_path
 from ipydevice.render.text import plural
 from ipydevice.scan import Entry, Scan
@@ -47,14 +48,6 @@ from ipydevice.settings import current
 BATCH_SIZE_LIMIT = 16
 
 __all__ = ["Checkup", "Problem", "check", "module_problems", "problems_of", "watch"]
-
-
-@dataclass(frozen=True, slots=True)
-class Problem:
-    """A finding and the fixes that remove it."""
-
-    finding: Finding
-    fixes: tuple[Fix, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,7 +117,8 @@ def check(
             entry = _root(scan, namespace[name], (("name", name),), "namespace", named=True)
             if entry not in roots:
                 roots.append(entry)
-    return _checkup(problems_of(roots), scan.notes)
+    notes = list(scan.notes)
+    return _checkup(problems_of(roots, notes), notes)
 
 
 def _name_bare(roots: list[Entry], namespace: Mapping[str, Any]) -> None:
@@ -212,8 +206,11 @@ def _names(namespace: Mapping[str, Any]) -> list[str]:
 # -- the rules ---------------------------------------------------------------------------
 
 
-def problems_of(roots: list[Entry]) -> list[Problem]:
-    """Every rule over the scanned roots."""
+def problems_of(
+    roots: list[Entry], notes: list[str] | None = None, plugins: bool = True
+) -> list[Problem]:
+    """Every rule over the scanned roots and, unless ``plugins`` is False, the
+    registered audits (:func:`ipydevice.audit`); their failures go to ``notes``."""
     problems: list[Problem] = []
     modules = [e for e in roots if e.module is not None and e.module.registered]
     for entry in roots:
@@ -237,7 +234,33 @@ def problems_of(roots: list[Entry]) -> list[Problem]:
         for entry in roots:
             if entry is not model:
                 problems.extend(_companion_problems(entry, device, label))
+    if plugins:
+        problems.extend(plugin_problems(roots, model, notes))
     return problems
+
+
+def plugin_problems(
+    roots: list[Entry], model: Entry | None, notes: list[str] | None = None
+) -> list[Problem]:
+    """The registered audits (:func:`ipydevice.audit`) over ``roots``, with the
+    model's device and name as their context."""
+    plugins = sys.modules.get("ipydevice.plugins")
+    if plugins is None or not plugins.audits():
+        return []  # nothing registered (the module is imported by registering)
+    device, label = "", ""
+    if model is not None and model.module is not None:
+        device = model.module.dispatch_device or model.module.majority()
+        label = format_path(model.path)
+    out: list[Problem] = []
+    kept = notes if notes is not None else []
+    seen: set[int] = set()
+    for entry in roots:
+        if id(entry.obj) in seen:
+            continue
+        seen.add(id(entry.obj))
+        context = plugins.AuditContext(format_path(entry.path), entry.where, device, label)
+        out.extend(plugins.run_audits(entry.obj, context, kept))
+    return out
 
 
 def _the_model(modules: list[Entry]) -> Entry | None:

@@ -126,8 +126,8 @@ def diagnose(
         if _name_deeper(scan, analysis, names):
             analysis = analyse(facts, scan, views)
         fixes = propose_fixes(facts, analysis, scan, views)
-        causes, fixes = _with_audits(analysis, fixes, facts, names)
-        notes = tuple(scan.notes) + analysis.notes
+        causes, fixes, failed = _with_audits(analysis, fixes, facts, names)
+        notes = tuple(scan.notes) + analysis.notes + failed
         traced: tuple = ()
         if compiled_call:
             hints = compiled.eager_hint(original, names)
@@ -193,10 +193,12 @@ _FAMILY_AUDITS = {
 
 def _with_audits(
     analysis: Analysis, fixes: tuple[Fix, ...], facts: MessageFacts, namespace: Mapping[str, Any]
-) -> tuple[tuple[Finding, ...], tuple[Fix, ...]]:
+) -> tuple[tuple[Finding, ...], tuple[Fix, ...], tuple[str, ...]]:
     """Adds the audits that explain the error: the model's and the optimizers'
-    (what sits off the target, layers ``.to()`` cannot see), and for some families
-    the namespace's DataLoaders, (D)DP wrappers or GradScalers."""
+    (what sits off the target, layers ``.to()`` cannot see), for some families
+    the namespace's DataLoaders, (D)DP wrappers or GradScalers, and the registered
+    audits (:func:`ipydevice.audit`) over the model, the failing module and the
+    culprits. Returns the causes, the fixes and the notes of failing plugins."""
     from ipydevice.audits import module_problems, problems_of
 
     causes = list(analysis.causes)
@@ -207,11 +209,14 @@ def _with_audits(
         p
         for c in analysis.found
         if c.owner is not None and c.owner.optimizer is not None
-        for p in problems_of([c.owner])
+        for p in problems_of([c.owner], plugins=False)
     ]
     problems += _family_problems(facts, namespace, analysis)
+    notes: list[str] = []
+    plugged = _plugin_problems(analysis, notes)
     known = {(c.name, c.rule) for c in causes} | {(c.name, c.rule) for c in analysis.culprits}
-    for problem in problems:
+    own = {id(p) for p in plugged}
+    for problem in [*problems, *plugged]:
         finding = problem.finding
         explains = finding.rule in _ALWAYS_EXPLAINS or (
             finding.device and finding.device != analysis.target
@@ -224,10 +229,36 @@ def _with_audits(
             continue
         causes.append(finding)
         known.add((finding.name, finding.rule))
+        # A built-in audit's moves are the panel's own namespace fix already; a
+        # plugin's fixes are its own, whatever their scope.
+        scopes = ("namespace", "cell", "source") if id(problem) in own else ("source",)
         extra += [
-            f for f in problem.fixes if f.scope == "source" and all(f.code != g.code for g in extra)
+            f for f in problem.fixes if f.scope in scopes and all(f.code != g.code for g in extra)
         ]
-    return tuple(causes), tuple(extra)
+    return tuple(causes), tuple(extra), tuple(notes)
+
+
+def _plugin_problems(analysis: Analysis, notes: list[str]) -> list[Any]:
+    """The registered audits over the model, the failing module, the culprits and
+    their owners, with the target as the device things should be on."""
+    plugins = sys.modules.get("ipydevice.plugins")
+    if plugins is None or not plugins.audits():
+        return []
+    top = analysis.top_module
+    entries = [top, analysis.failing_module]
+    for culprit in analysis.found:
+        entries += [culprit.owner, *culprit.entries]
+    out: list[Any] = []
+    seen: set[int] = set()
+    for entry in entries:
+        if entry is None or id(entry.obj) in seen:
+            continue
+        seen.add(id(entry.obj))
+        context = plugins.AuditContext(
+            entry.name, entry.where, analysis.target, top.name if top is not None else ""
+        )
+        out.extend(plugins.run_audits(entry.obj, context, notes))
+    return out
 
 
 _ALWAYS_EXPLAINS = frozenset(
@@ -268,7 +299,9 @@ def _family_problems(
             assert added is not None  # a module always gets an entry in a fresh scan
             root.kind, root.module = "module", added.module
     model = analysis.top_module
-    return problems_of(([model] if model is not None else []) + roots) if roots else []
+    if not roots:
+        return []
+    return problems_of(([model] if model is not None else []) + roots, plugins=False)
 
 
 def _reference(analysis: Analysis) -> str:

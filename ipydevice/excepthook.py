@@ -34,12 +34,17 @@ def rank_label() -> str:
 
 
 def report_text(exc: BaseException, namespace: Any = None) -> str:
-    """The text report for ``exc``, or '' when it is not a device error."""
+    """The text report for ``exc``, or '' when it is not a device error.
+
+    The diagnosis goes to the :func:`ipydevice.on_diagnosis` listeners too (the
+    scripts' hook, ``python -m ipydevice run`` and ``pytest -p ipydevice`` report
+    through here)."""
     from ipydevice.engine import diagnose
 
     diagnosis = diagnose(exc, namespace=namespace)
     if not diagnosis.is_device_error:
         return ""
+    _notify(diagnosis)
     from ipydevice.render.text import render_diagnosis
 
     width, color = terminal_style(sys.stderr)
@@ -48,6 +53,12 @@ def report_text(exc: BaseException, namespace: Any = None) -> str:
     if label:
         text = "\n".join(f"[{label}] {line}" for line in text.splitlines())
     return text
+
+
+def _notify(diagnosis: Any) -> None:
+    plugins = sys.modules.get("ipydevice.plugins")
+    if plugins is not None:
+        plugins.notify(diagnosis)
 
 
 def terminal_style(stream: Any) -> tuple[int, bool]:

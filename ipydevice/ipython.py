@@ -473,14 +473,16 @@ class _Hook:
         self.last = diagnosis
         terminal = getattr(self.shell, "kernel", None) is None
         bundle = _guarded("rendering", panel_bundle, diagnosis, terminal)
-        if bundle is None:
-            return
-        if self.config.widget and getattr(self.shell, "kernel", None) is not None:
-            view = _guarded("widget", self.widget_view, diagnosis)
-            bundle = {**(view or {}), **bundle}
-        _guarded("display", _publish, bundle)
-        if self.config.insert_fix_cell:
-            _guarded("fix cell", self.insert_fix, diagnosis)
+        if bundle is not None:
+            if self.config.widget and getattr(self.shell, "kernel", None) is not None:
+                view = _guarded("widget", self.widget_view, diagnosis)
+                bundle = {**(view or {}), **bundle}
+            _guarded("display", _publish, bundle)
+            if self.config.insert_fix_cell:
+                _guarded("fix cell", self.insert_fix, diagnosis)
+        plugins = sys.modules.get("ipydevice.plugins")
+        if plugins is not None:  # imported by registering a listener, or nothing to call
+            plugins.notify(diagnosis)
 
     def widget_view(self, diagnosis: Diagnosis) -> dict[str, Any]:
         """The widget's own mime types; its buttons reach the namespace only when clicked."""

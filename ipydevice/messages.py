@@ -14,6 +14,8 @@ Contract:
   itself (``normalise_device(d) == d``), in the order the message states them.
 * Environment, resource, dtype and shape errors that merely mention CUDA or a device
   (out of memory, device-side assert, missing driver, ...) are *not* device errors.
+* Wordings registered with :func:`ipydevice.message` (a library's own) are tried after
+  the built-in ones, as ``op_mismatch``.
 
 Families and wordings are documented in ``shared/reference/messages.md``. This module
 imports nothing beyond the standard library (no torch, IPython, pandas or ipywidgets), so
@@ -23,6 +25,7 @@ it can be imported in any process and before torch is loaded.
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -803,12 +806,28 @@ def _recognise(message: str, exc_type: str) -> MessageFacts:
                 return facts
     if exc in _ALWAYS_DEVICE:
         return _facts("op_mismatch", device_tokens(text), op=_find_op(text))
+    plugged = _registered(text, exc)
+    if plugged is not None:
+        return plugged
     if _NEAR_MISS_RE.search(low) or not _PLACEMENT_RE.search(low):
         return _NOT_DEVICE
     devices = device_tokens(text)
     if len(set(devices)) >= 2 or _DIFFERENT_RE.search(low):
         return _facts("op_mismatch", devices, op=_find_op(text))
     return _NOT_DEVICE
+
+
+def _registered(text: str, exc: str) -> MessageFacts | None:
+    """A wording registered with :func:`ipydevice.message`, as an ``op_mismatch``."""
+    plugins = sys.modules.get("ipydevice.plugins")  # never imported: nothing registered
+    found = plugins.match_message(text, exc) if plugins is not None else None
+    if found is None:
+        return None
+    groups, matched = found
+    off, exp = (normalise_device(groups.get(k, "")) for k in ("offending", "expected"))
+    named = tuple(d for d in (off, exp) if d)
+    devices = named if len(named) == 2 else device_tokens(matched) or device_tokens(text)
+    return _facts("op_mismatch", devices, groups.get("argument"), groups.get("op"), off, exp, None)
 
 
 def recognise(message: str, exc_type: str = "RuntimeError") -> MessageFacts:

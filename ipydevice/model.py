@@ -22,6 +22,7 @@ __all__ = [
     "Fix",
     "FrameSummary",
     "ObjectRecord",
+    "Problem",
     "Snapshot",
     "Step",
 ]
@@ -225,6 +226,14 @@ class Fix:
     def to_dict(self) -> dict[str, Any]:
         """Plain-dict form (JSON-ready)."""
         return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """A finding and the fixes that remove it (what an audit reports)."""
+
+    finding: Finding
+    fixes: tuple[Fix, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

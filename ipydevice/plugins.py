@@ -1,0 +1,335 @@
+"""Extending ipydevice: your own audits, device-error wordings and report consumers.
+
+Three registries, for code that knows things ipydevice cannot:
+
+* :func:`audit` — a rule over the objects ipydevice audits (``ipydevice.check()``,
+  ``%devices --check``, and, in the error panel, the model, the failing module and
+  the culprits' owners). A cache class of your own that must sit on the model's
+  device, a wrapper whose buffers ``.to()`` cannot reach::
+
+      @ipydevice.audit("kv_cache")
+      def kv_cache_device(obj, context):
+          if isinstance(obj, KVCache) and context.device:
+              device = str(obj.keys.device)
+              if device != context.device:
+                  yield ipydevice.Finding(
+                      name=context.name, device=device, kind="KVCache",
+                      where=context.where, target=context.device,
+                      why=f"the cache is on {device}, the model on {context.device}",
+                  )
+
+  An audit gets each object and an :class:`AuditContext` (strings only) and returns
+  (or yields) :class:`~ipydevice.model.Finding`\\ s, ``Problem``\\ s (a finding and
+  its fixes, :class:`ipydevice.Problem`) or nothing. A finding left with the
+  default ``rule`` takes the audit's name.
+* :func:`message` — a device-error wording of your own (a CUDA extension's
+  ``"flash_fwd: q on cuda:0 but k on cpu"``): a regular expression whose match makes
+  the exception a device error, so that the panel names the tensors. Named groups
+  ``offending`` and ``expected`` (devices), ``op`` and ``argument`` are read when
+  present; otherwise the devices are those the message mentions.
+* :func:`on_diagnosis` — a function called with every device-error
+  :class:`~ipydevice.model.Diagnosis` the IPython panel or the ``sys.excepthook``
+  of :func:`ipydevice.install` reports (strings only: log it, count it, send it).
+
+Registering again under the same name (an audit's or message's name; a function's
+module and qualified name) replaces the earlier one, so re-running a notebook cell
+does not stack copies; :func:`remove` takes one out.
+
+Plugins run inside ipydevice's guards: one that raises, or returns something that is
+not a finding, is skipped and reported in one line (a note of the checkup or the
+diagnosis); with ``IPYDEVICE_DEBUG=1`` it raises. What a plugin returns is checked
+(strings where strings belong, at most :data:`MAX_PER_CALL` problems per call) and
+goes through the same escaping as everything else ipydevice shows. Apply performs a
+plugin's fix only through its :class:`~ipydevice.model.Step`\\ s, by reference, like
+any other fix: code is never run.
+
+Imports nothing beyond the standard library and :mod:`ipydevice.model`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from ipydevice._debug import debug_enabled, describe_failure
+from ipydevice.model import Finding, Fix, Problem, Step
+
+__all__ = [
+    "MAX_PER_CALL",
+    "AuditContext",
+    "Problem",
+    "audit",
+    "audits",
+    "message",
+    "messages",
+    "on_diagnosis",
+    "remove",
+]
+
+#: Problems kept from one audit for one object; the rest is dropped with a note.
+MAX_PER_CALL = 20
+#: Registrations kept in each registry.
+MAX_REGISTERED = 64
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+@dataclass(frozen=True, slots=True)
+class AuditContext:
+    """What an audit knows besides the object itself (strings only).
+
+    Attributes:
+        name: how the user writes the object (``cache``, ``model.encoder``,
+            ``object 1`` for an unnamed argument of ``check()``).
+        where: ``namespace``, ``check()`` or the frame that holds it.
+        device: the device of the model among the objects audited (its first
+            execution device when dispatched), or ``""`` when there is no model.
+        model: how the user writes that model, or ``""``.
+    """
+
+    name: str
+    where: str
+    device: str = ""
+    model: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class _Message:
+    name: str
+    pattern: re.Pattern[str]
+    exc_types: frozenset[str]
+
+
+_AUDITS: dict[str, Callable[[Any, AuditContext], Any]] = {}
+_MESSAGES: dict[str, _Message] = {}
+_LISTENERS: dict[str, Callable[[Any], Any]] = {}
+
+
+# -- registering ------------------------------------------------------------------------
+
+
+def audit(name: str) -> Callable[[_F], _F]:
+    """Registers the decorated function as an audit named ``name`` (see the module
+    docstring); the name becomes its findings' ``rule``."""
+    if not isinstance(name, str) or not name.strip():
+        raise ValueError("ipydevice.audit needs a name, such as @ipydevice.audit('kv_cache')")
+
+    def register(func: _F) -> _F:
+        if not callable(func):
+            raise TypeError("ipydevice.audit decorates a function (obj, context)")
+        _add(_AUDITS, name, func)
+        return func
+
+    return register
+
+
+def message(
+    pattern: str | re.Pattern[str],
+    *,
+    exc_types: Iterable[str] = (),
+    name: str | None = None,
+) -> None:
+    """Makes exceptions whose message matches ``pattern`` (``re.search``, case
+    insensitive when given as a string) device errors.
+
+    Args:
+        pattern: a regular expression; named groups ``offending``, ``expected``
+            (devices such as ``cuda:0``), ``op`` and ``argument`` are read if present.
+        exc_types: exception class names it applies to (``RuntimeError``); all when
+            empty.
+        name: the registration's name (default: the pattern's text).
+
+    Built-in wordings are recognised first; out-of-memory errors never are device
+    errors, whatever a pattern says.
+    """
+    compiled = re.compile(pattern, re.I | re.S) if isinstance(pattern, str) else pattern
+    if not isinstance(compiled, re.Pattern) or not isinstance(compiled.pattern, str):
+        raise TypeError("ipydevice.message takes a str pattern or a compiled str pattern")
+    types = frozenset(str(t).rsplit(".", 1)[-1] for t in exc_types)
+    key = name if name is not None else compiled.pattern
+    _add(_MESSAGES, key, _Message(key, compiled, types))
+
+
+def on_diagnosis(func: _F) -> _F:
+    """Registers ``func(diagnosis)``, called with every device-error diagnosis the
+    IPython panel or :func:`ipydevice.install`'s hook reports."""
+    if not callable(func):
+        raise TypeError("ipydevice.on_diagnosis decorates a function (diagnosis)")
+    _add(_LISTENERS, _qualified(func), func)
+    return func
+
+
+def remove(what: str | Callable[..., Any]) -> bool:
+    """Takes out an audit or message (by name) or a listener (the function, or its
+    qualified name); True when something was removed."""
+    key = what if isinstance(what, str) else _qualified(what)
+    found = False
+    for registry in (_AUDITS, _MESSAGES, _LISTENERS):
+        if key in registry:
+            del registry[key]
+            found = True
+    if not isinstance(what, str):
+        for registry in (_AUDITS, _LISTENERS):  # an audit removed by its function
+            for name, func in list(registry.items()):
+                if func is what:
+                    del registry[name]
+                    found = True
+    return found
+
+
+def audits() -> tuple[str, ...]:
+    """The names of the registered audits."""
+    return tuple(_AUDITS)
+
+
+def messages() -> tuple[str, ...]:
+    """The names of the registered messages."""
+    return tuple(_MESSAGES)
+
+
+def _add(registry: dict[str, Any], key: str, value: Any) -> None:
+    if key not in registry and len(registry) >= MAX_REGISTERED:
+        raise RuntimeError(f"ipydevice: at most {MAX_REGISTERED} plugins of one kind")
+    registry.pop(key, None)  # a re-run cell's new version goes last, like a new one
+    registry[key] = value
+
+
+def _qualified(func: Callable[..., Any]) -> str:
+    """A listener's key: ``module.qualname`` for a function (a re-run cell's new
+    version replaces the old one), that plus its object for a bound method (the
+    registry keeps the object alive, so its id stays its own), else the callable's
+    id (the registry keeps it alive too)."""
+    module = getattr(func, "__module__", None)
+    qualname = getattr(func, "__qualname__", None)
+    owner = getattr(func, "__self__", None)
+    if isinstance(qualname, str) and owner is not None and not isinstance(owner, type):
+        prefix = f"{module}." if isinstance(module, str) else ""
+        return f"{prefix}{qualname} of {id(owner)}"
+    if isinstance(module, str) and isinstance(qualname, str):
+        return f"{module}.{qualname}"
+    return f"listener {id(func)}"
+
+
+# -- running (for ipydevice's own modules) ---------------------------------------------------
+
+
+def run_audits(obj: Any, context: AuditContext, notes: list[str]) -> list[Problem]:
+    """Every registered audit on ``obj``: the problems kept, failures noted."""
+    out: list[Problem] = []
+    for name, func in list(_AUDITS.items()):
+        try:
+            out.extend(_problems(name, func(obj, context), notes))
+        except Exception as failure:
+            if debug_enabled():
+                raise
+            notes.append(describe_failure(f"audit {name!r}", failure))
+    return out
+
+
+def _problems(name: str, result: Any, notes: list[str]) -> Iterator[Problem]:
+    if result is None:
+        return
+    items = [result] if isinstance(result, (Problem, Finding)) else result
+    kept = 0
+    for item in items:
+        if kept >= MAX_PER_CALL:
+            notes.append(f"audit {name!r}: only its first {MAX_PER_CALL} problems are shown")
+            return
+        problem = _checked(name, item)
+        if problem is None:
+            notes.append(
+                f"audit {name!r} returned a {type(item).__name__}, not a Finding or Problem"
+            )
+            continue
+        kept += 1
+        yield problem
+
+
+def _checked(name: str, item: Any) -> Problem | None:
+    """A well-formed problem from what an audit returned, or None."""
+    fixes: Any = ()
+    if type(item) is Finding:
+        finding = item
+    elif type(item) is Problem and type(item.finding) is Finding:
+        finding, fixes = item.finding, item.fixes
+    else:
+        return None
+    if not all(type(getattr(finding, f.name)) is str for f in dataclasses.fields(finding)):
+        return None
+    if finding.rule == "wrong_device":
+        finding = dataclasses.replace(finding, rule=name)
+    good = tuple(fix for fix in _as_tuple(fixes) if _well_formed(fix))
+    return Problem(finding, good)
+
+
+def _as_tuple(fixes: Any) -> tuple[Any, ...]:
+    try:
+        return tuple(fixes)[:MAX_PER_CALL]
+    except TypeError:
+        return ()
+
+
+def _well_formed(fix: Any) -> bool:
+    if type(fix) is not Fix or fix.scope not in ("namespace", "cell", "source"):
+        return False
+    texts = (fix.title, fix.code, fix.scope, fix.location, fix.original, fix.filename)
+    if not all(type(t) is str for t in texts) or not isinstance(fix.steps, tuple):
+        return False
+    return all(_well_formed_step(step) for step in fix.steps)
+
+
+#: What :meth:`Fix.apply` knows how to do (see :mod:`ipydevice.apply`).
+_ACTIONS = frozenset(
+    {"reassign", "module_to", "to_empty", "optimizer_state", "mapping", "sequence"}
+)
+
+
+def _well_formed_step(step: Any) -> bool:
+    """A :class:`Step` of a known action, a path of (kind, str or int) steps from a
+    name, and a device string: what Apply can follow without running any code."""
+    if type(step) is not Step or type(step.action) is not str or type(step.target) is not str:
+        return False
+    path = step.path
+    if step.action not in _ACTIONS or type(path) is not tuple or not path:
+        return False
+    for part in path:  # exact types only: a str subclass could compare as anything
+        if type(part) is not tuple or len(part) != 2 or type(part[0]) is not str:
+            return False
+        if part[0] not in ("name", "attr", "item"):
+            return False
+        if type(part[1]) is not str and type(part[1]) is not int:
+            return False
+    return path[0][0] == "name"
+
+
+def match_message(text: str, exc_type: str) -> tuple[dict[str, str], str] | None:
+    """The first registered message matching ``text``: its named groups and the
+    matched text; None when none does (or a pattern fails)."""
+    for registered in list(_MESSAGES.values()):
+        if registered.exc_types and exc_type not in registered.exc_types:
+            continue
+        try:
+            found = registered.pattern.search(text)
+        except Exception:  # a pattern that cannot run on this text: not a match
+            continue
+        if found is not None:
+            groups = {k: v for k, v in found.groupdict().items() if isinstance(v, str)}
+            return groups, found.group(0)
+    return None
+
+
+def notify(diagnosis: Any) -> None:
+    """Calls every :func:`on_diagnosis` listener; a failing one is reported in one
+    line on stderr (raised when debugging)."""
+    import sys
+
+    for key, func in list(_LISTENERS.items()):
+        try:
+            func(diagnosis)
+        except Exception as failure:
+            if debug_enabled():
+                raise
+            print(describe_failure(f"listener {key}", failure), file=sys.stderr)
