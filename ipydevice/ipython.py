@@ -482,7 +482,7 @@ class _Hook:
                 _guarded("fix cell", self.insert_fix, diagnosis)
         plugins = sys.modules.get("ipydevice.plugins")
         if plugins is not None:  # imported by registering a listener, or nothing to call
-            plugins.notify(diagnosis)
+            _guarded("listeners", plugins.notify, diagnosis)
 
     def widget_view(self, diagnosis: Diagnosis) -> dict[str, Any]:
         """The widget's own mime types; its buttons reach the namespace only when clicked."""
