@@ -189,20 +189,20 @@ def _last_assignment(tree: ast.AST, name: str, before: int) -> ast.Assign | ast.
 def _is_factory(node: ast.AST) -> bool:
     if not isinstance(node, ast.Call):
         return False
-    func = node.func
-    name = (
-        func.attr
-        if isinstance(func, ast.Attribute)
-        else func.id
-        if isinstance(func, ast.Name)
-        else ""
-    )
-    base = (
-        func.value.id
-        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)
-        else "torch"
-    )
+    # ``torch.`` spelled out: a bare ``range(3)`` is Python's, ``np.random.rand`` NumPy's.
+    name, base = _call_name(node)
     return name in FACTORIES and base == "torch"
+
+
+def _call_name(call: ast.Call) -> tuple[str, str]:
+    """``("full", "torch")`` for ``torch.full(...)``, ``("full", "")`` for a bare
+    ``full(...)``, ``("", "")`` for anything else called."""
+    func = call.func
+    if isinstance(func, ast.Name):
+        return func.id, ""
+    if isinstance(func, ast.Attribute):
+        return func.attr, func.value.id if isinstance(func.value, ast.Name) else ""
+    return "", ""
 
 
 def _chain_factory(node: Any) -> Any:
@@ -511,19 +511,7 @@ def _stray_source(call: ast.Call, moved: set[int], device: str) -> tuple[Any, st
     if id(call) in moved:
         return None
     keywords = {k.arg for k in call.keywords}
-    func = call.func
-    name = (
-        func.attr
-        if isinstance(func, ast.Attribute)
-        else func.id
-        if isinstance(func, ast.Name)
-        else ""
-    )
-    base = (
-        func.value.id
-        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)
-        else ""
-    )
+    name, base = _call_name(call)
     if _is_factory(call) and "device" not in keywords:
         return ("keyword", f"device={device}"), "Create the tensor on the input's device"
     if base == "torch" and name == "from_numpy":

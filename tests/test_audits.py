@@ -310,3 +310,24 @@ scheduler.best = torch.tensor([0.5])  # a metric tensor kept instead of a float
     assert not [
         p for p in ipydevice.check(namespace=nb.ns).problems if p.rule == "scheduler_device"
     ]
+
+
+def test_python_and_numpy_calls_are_not_torch_factories():
+    """``range(3)`` is Python's and ``np.random.rand(3)`` NumPy's: neither is a torch
+    factory without ``device=`` (only ``torch.<factory>`` spelled out is)."""
+    nb = notebook(
+        "import numpy as np\n"
+        "class M(nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.l = nn.Linear(4, 4)\n"
+        "    def forward(self, x):\n"
+        "        idx = range(3)\n"
+        "        noise = np.random.rand(3)\n"
+        "        for _ in range(2):\n"
+        "            x = self.l(x)\n"
+        "        return x + torch.zeros(4)\n"
+        "model = M().to('meta')\n"
+    )
+    problems = ipydevice.check(nb.ns["model"], namespace=nb.ns).problems
+    assert [p.why.split("`")[1] for p in problems] == ["return x + torch.zeros(4)"]

@@ -13,31 +13,24 @@ ROOT = Path(__file__).resolve().parent.parent
 PATHS = ["ipydevice", "tests", "benchmarks", "scripts"]
 
 
-def ruff() -> list[str]:
-    beside = Path(sys.executable).with_name("ruff")
-    found = str(beside) if beside.exists() else shutil.which("ruff")
+def tool(name: str) -> list[str]:
+    """The pinned tool beside this interpreter (the venv's), else on PATH, else skip."""
+    beside = Path(sys.executable).with_name(name)
+    found = str(beside) if beside.exists() else shutil.which(name)
     if found is None:
-        pytest.skip("ruff is not installed (pip install -e '.[test]')")
+        pytest.skip(f"{name} is not installed (pip install -e '.[test]')")
     return [found]
 
 
 @pytest.mark.parametrize("command", [["check"], ["format", "--check"]], ids=["lint", "format"])
 def test_ruff(command: list[str]) -> None:
     done = subprocess.run(
-        [*ruff(), *command, *PATHS], cwd=ROOT, capture_output=True, text=True, timeout=120
+        [*tool("ruff"), *command, *PATHS], cwd=ROOT, capture_output=True, text=True, timeout=120
     )
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
 
 
-def mypy() -> list[str]:
-    beside = Path(sys.executable).with_name("mypy")
-    found = str(beside) if beside.exists() else shutil.which("mypy")
-    if found is None:
-        pytest.skip("mypy is not installed (pip install -e '.[test]')")
-    return [found]
-
-
 def test_mypy() -> None:
     # No arguments: the [tool.mypy] section of pyproject.toml names the files and settings.
-    done = subprocess.run(mypy(), cwd=ROOT, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(tool("mypy"), cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
