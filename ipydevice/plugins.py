@@ -142,8 +142,8 @@ def message(
             empty.
         name: the registration's name (default: the pattern's text).
 
-    Built-in wordings are recognised first; out-of-memory errors never are device
-    errors, whatever a pattern says.
+    Built-in wordings are recognised first, and an ``OutOfMemoryError`` never is a
+    device error, whatever a pattern says.
     """
     compiled = re.compile(pattern, re.I | re.S) if isinstance(pattern, str) else pattern
     if not isinstance(compiled, re.Pattern) or not isinstance(compiled.pattern, str):
