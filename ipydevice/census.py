@@ -181,10 +181,12 @@ def _totals(scan: Scan) -> tuple[DeviceShare, ...]:
 
 
 def _problems(scan: Scan, roots: list[Entry]) -> list[Finding]:
-    """The audits' findings (see :mod:`ipydevice.audits`), source fixes left to ``--check``."""
+    """The audits' findings (see :mod:`ipydevice.audits`; registered ones included,
+    their failures in the notes), source fixes left to ``--check``."""
     from ipydevice.audits import problems_of
 
-    return [p.finding for p in problems_of(roots) if p.finding.rule != "factory_without_device"]
+    found = problems_of(roots, scan.notes)
+    return [p.finding for p in found if p.finding.rule != "factory_without_device"]
 
 
 # -- in depth ------------------------------------------------------------------------------

@@ -3,8 +3,8 @@
 Three registries, for code that knows things ipydevice cannot:
 
 * :func:`audit` — a rule over the objects ipydevice audits (``ipydevice.check()``,
-  ``%devices --check``, and, in the error panel, the model, the failing module and
-  the culprits' owners). A cache class of your own that must sit on the model's
+  ``%devices`` and ``%devices --check``, and, in the error panel, the model, the
+  failing module, the culprits and their owners; not watch mode, which stays cheap). A cache class of your own that must sit on the model's
   device, a wrapper whose buffers ``.to()`` cannot reach::
 
       @ipydevice.audit("kv_cache")

@@ -361,3 +361,21 @@ def test_the_scripts_hook_notifies_too() -> None:
     assert report_text(nb.fails("out = model(x)\n"), namespace=nb.ns)
     assert len(seen) == 1 and seen[0].is_device_error
     assert plugins.remove(seen.append)
+
+
+def test_devices_lists_an_audits_problems_and_notes_its_failures(
+    ipshell: InteractiveShell, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("IPYDEVICE_DEBUG", raising=False)
+    kv_cache_audit()
+    ipshell.run_line_magic("load_ext", "ipydevice")
+    run(ipshell, textwrap.dedent(SETUP))
+    inventory = ipshell.run_line_magic("devices", "")
+    assert "model.cache" in {p.name for p in inventory.problems if p.rule == "kv_cache"}
+
+    @ipydevice.audit("boom")
+    def boom(obj: Any, context: plugins.AuditContext) -> None:
+        raise RuntimeError("down")
+
+    inventory = ipshell.run_line_magic("devices", "model")
+    assert any("audit 'boom' failed" in note for note in inventory.notes)
