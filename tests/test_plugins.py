@@ -370,7 +370,9 @@ def test_devices_lists_an_audits_problems_and_notes_its_failures(
     kv_cache_audit()
     ipshell.run_line_magic("load_ext", "ipydevice")
     run(ipshell, textwrap.dedent(SETUP))
-    inventory = ipshell.run_line_magic("devices", "")
+    # By name: the singleton shell may hold other tests' models, and the whole
+    # namespace's model is the one its modules agree on.
+    inventory = ipshell.run_line_magic("devices", "model")
     assert "model.cache" in {p.name for p in inventory.problems if p.rule == "kv_cache"}
 
     @ipydevice.audit("boom")
@@ -379,3 +381,12 @@ def test_devices_lists_an_audits_problems_and_notes_its_failures(
 
     inventory = ipshell.run_line_magic("devices", "model")
     assert any("audit 'boom' failed" in note for note in inventory.notes)
+
+
+def test_the_namespace_inventory_runs_the_audits() -> None:
+    """On what it lists (tensors, modules, optimizers, containers): ``model``, whose
+    cache the audit finds; a bare ``cache`` object is ``check()``'s to audit."""
+    kv_cache_audit()
+    nb = notebook()
+    inventory = ipydevice.inventory(nb.ns)
+    assert {p.name for p in inventory.problems if p.rule == "kv_cache"} == {"model.cache"}

@@ -34,6 +34,7 @@ from hypothesis import strategies as st
 import ipydevice
 from ipydevice import census
 from ipydevice.model import Diagnosis, Fix
+from ipydevice.scan import SKIP_NAMES
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
@@ -335,8 +336,8 @@ def test_inventory_of_any_names(names: list[str]) -> None:
     inv = census.inventory(namespace, include_private=True)
     shown = {r.name for r in inv.records}
     for name in names:
-        if name.startswith("_") and name.isidentifier():
-            continue
+        if (name.startswith("_") and name.isidentifier()) or name in SKIP_NAMES:
+            continue  # private, or IPython's own bookkeeping (In, Out, get_ipython...)
         expected = (
             name if name.isidentifier() and not keyword.iskeyword(name) else f"globals()[{name!r}]"
         )
