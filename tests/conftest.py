@@ -8,6 +8,12 @@ os.environ["IPYDEVICE_DEBUG"] = "1"
 
 import pytest
 from cells import Notebook
+from hypothesis import settings
+
+# CI (.ci/run sets HYPOTHESIS_PROFILE=ci) draws the same examples on every run, so a
+# green main stays green; local runs explore new ones (and keep failures in .hypothesis/).
+settings.register_profile("ci", derandomize=True, database=None, print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 
 @pytest.fixture
