@@ -244,22 +244,37 @@ def plugin_problems(
 ) -> list[Problem]:
     """The registered audits (:func:`ipydevice.audit`) over ``roots``, with the
     model's device and name as their context."""
-    plugins = sys.modules.get("ipydevice.plugins")
-    if plugins is None or not plugins.audits():
-        return []  # nothing registered (the module is imported by registering)
     device, label = "", ""
     if model is not None and model.module is not None:
         device = model.module.dispatch_device or model.module.majority()
         label = format_path(model.path)
+    return registered_audits(roots, device, label, notes if notes is not None else [])
+
+
+def registered_audits(
+    entries: Iterable[Entry | None],
+    device: str,
+    model: str,
+    notes: list[str],
+    display_names: bool = False,
+) -> list[Problem]:
+    """The registered audits over ``entries`` (each object once, ``None`` skipped),
+    ``device`` and ``model`` as their context; failures go to ``notes``.
+
+    ``display_names`` names an object in the context as a report does (``mask in
+    Attention.forward``), else by its path (``model.encoder``, ``object 1``)."""
+    plugins = sys.modules.get("ipydevice.plugins")
+    if plugins is None or not plugins.audits():
+        return []  # nothing registered (the module is imported by registering)
     out: list[Problem] = []
-    kept = notes if notes is not None else []
     seen: set[int] = set()
-    for entry in roots:
-        if id(entry.obj) in seen:
+    for entry in entries:
+        if entry is None or id(entry.obj) in seen:
             continue
         seen.add(id(entry.obj))
-        context = plugins.AuditContext(format_path(entry.path), entry.where, device, label)
-        out.extend(plugins.run_audits(entry.obj, context, kept))
+        name = entry.name if display_names else format_path(entry.path)
+        context = plugins.AuditContext(name, entry.where, device, model)
+        out.extend(plugins.run_audits(entry.obj, context, notes))
     return out
 
 

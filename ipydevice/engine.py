@@ -241,24 +241,14 @@ def _with_audits(
 def _plugin_problems(analysis: Analysis, notes: list[str]) -> list[Any]:
     """The registered audits over the model, the failing module, the culprits and
     their owners, with the target as the device things should be on."""
-    plugins = sys.modules.get("ipydevice.plugins")
-    if plugins is None or not plugins.audits():
-        return []
+    from ipydevice.audits import registered_audits
+
     top = analysis.top_module
     entries = [top, analysis.failing_module]
     for culprit in analysis.found:
         entries += [culprit.owner, *culprit.entries]
-    out: list[Any] = []
-    seen: set[int] = set()
-    for entry in entries:
-        if entry is None or id(entry.obj) in seen:
-            continue
-        seen.add(id(entry.obj))
-        context = plugins.AuditContext(
-            entry.name, entry.where, analysis.target, top.name if top is not None else ""
-        )
-        out.extend(plugins.run_audits(entry.obj, context, notes))
-    return out
+    model = top.name if top is not None else ""
+    return registered_audits(entries, analysis.target, model, notes, display_names=True)
 
 
 _ALWAYS_EXPLAINS = frozenset(

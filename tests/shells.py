@@ -2,10 +2,35 @@
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+from collections.abc import Iterator
 from typing import Any
 
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import CapturedIO, capture_output
+
+
+@contextlib.contextmanager
+def singleton_shell(reset: bool = False) -> Iterator[InteractiveShell]:
+    """IPython's singleton shell with ipydevice unloaded; afterwards ipydevice is
+    unloaded again, ``%config IPyDevice`` forgotten and ipydevice's settings put
+    back. ``reset`` also empties the namespace before and after."""
+    from ipydevice import settings
+
+    shell = InteractiveShell.instance()
+    shell.extension_manager.unload_extension("ipydevice")
+    saved = settings.current()
+    if reset:
+        shell.reset(new_session=False)
+    try:
+        yield shell
+    finally:
+        shell.extension_manager.unload_extension("ipydevice")
+        shell.config.pop("IPyDevice", None)
+        if reset:
+            shell.reset(new_session=False)
+        settings.configure(**{f.name: getattr(saved, f.name) for f in dataclasses.fields(saved)})
 
 
 def run(shell: InteractiveShell, source: str) -> Any:

@@ -13,10 +13,9 @@ from typing import Any
 import pytest
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
-from shells import run, run_captured
+from shells import run, run_captured, singleton_shell
 
-from ipydevice import audits, settings
-from ipydevice import ipython as ext
+from ipydevice import audits
 
 GOOD = """\
 import torch, torch.nn as nn
@@ -39,17 +38,10 @@ model.cache = torch.zeros(3)
 
 @pytest.fixture
 def ip() -> Iterator[InteractiveShell]:
-    shell = InteractiveShell.instance()
-    shell.extension_manager.unload_extension("ipydevice")
-    saved = settings.current()
-    shell.reset(new_session=False)
-    shell.run_line_magic("load_ext", "ipydevice")
-    run(shell, GOOD)
-    yield shell
-    shell.extension_manager.unload_extension("ipydevice")
-    shell.config.pop("IPyDevice", None)
-    shell.reset(new_session=False)
-    settings.configure(**{name: getattr(saved, name) for name in ext.SETTING_TRAITS})
+    with singleton_shell(reset=True) as shell:
+        shell.run_line_magic("load_ext", "ipydevice")
+        run(shell, GOOD)
+        yield shell
 
 
 def test_a_correct_setup_has_no_problems(ip: InteractiveShell) -> None:

@@ -18,15 +18,14 @@ import runpy
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
-from IPython.utils.capture import CapturedIO, capture_output
-from shells import panels
+from shells import panels, singleton_shell
+from shells import run_captured as run_quiet
 
 import ipydevice
-from ipydevice import compiled, settings
+from ipydevice import compiled
 from ipydevice import ipython as ext
 from ipydevice.messages import recognise
 
@@ -51,21 +50,10 @@ def step(batch):
 
 @pytest.fixture
 def ip() -> Iterator[InteractiveShell]:
-    shell = InteractiveShell.instance()
-    shell.extension_manager.unload_extension("ipydevice")
-    saved = settings.current()
-    shell.run_line_magic("load_ext", "ipydevice")
-    run_quiet(shell, SETUP)
-    yield shell
-    shell.extension_manager.unload_extension("ipydevice")
-    shell.config.pop("IPyDevice", None)
-    settings.configure(**{name: getattr(saved, name) for name in ext.SETTING_TRAITS})
-
-
-def run_quiet(shell: InteractiveShell, source: str) -> tuple[CapturedIO, Any]:
-    with capture_output() as cap:
-        result = shell.run_cell(source)
-    return cap, result
+    with singleton_shell() as shell:
+        shell.run_line_magic("load_ext", "ipydevice")
+        run_quiet(shell, SETUP)
+        yield shell
 
 
 def failure(shell: InteractiveShell, source: str) -> BaseException:

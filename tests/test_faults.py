@@ -31,9 +31,9 @@ import pytest
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import CapturedIO, capture_output
+from shells import panels, run_captured, singleton_shell
 
 from ipydevice import ipython as ext
-from ipydevice import settings
 from ipydevice.model import Diagnosis, Fix
 
 SETUP = "import torch\nmodel = torch.nn.Linear(4, 2).to('meta')\nx = torch.randn(3, 4)"
@@ -47,17 +47,12 @@ USER_TEXT = "is not on the expected device cpu"  # in the user's own traceback
 @pytest.fixture
 def ip(monkeypatch: pytest.MonkeyPatch) -> Iterator[InteractiveShell]:
     """The singleton shell with ipydevice loaded, the setup run, debugging off."""
-    shell = InteractiveShell.instance()
-    shell.extension_manager.unload_extension("ipydevice")
-    saved = settings.current()
-    shell.run_line_magic("load_ext", "ipydevice")
-    result = shell.run_cell(SETUP)
-    assert result.success
-    monkeypatch.delenv("IPYDEVICE_DEBUG", raising=False)
-    yield shell
-    shell.extension_manager.unload_extension("ipydevice")
-    shell.config.pop("IPyDevice", None)
-    settings.configure(**{name: getattr(saved, name) for name in ext.SETTING_TRAITS})
+    with singleton_shell() as shell:
+        shell.run_line_magic("load_ext", "ipydevice")
+        result = shell.run_cell(SETUP)
+        assert result.success
+        monkeypatch.delenv("IPYDEVICE_DEBUG", raising=False)
+        yield shell
 
 
 @pytest.fixture
@@ -68,14 +63,7 @@ def kernel(ip: InteractiveShell, monkeypatch: pytest.MonkeyPatch) -> Interactive
     return ip
 
 
-def run(shell: InteractiveShell, source: str) -> tuple[CapturedIO, Any]:
-    with capture_output() as cap:
-        result = shell.run_cell(source)
-    return cap, result
-
-
-def panels(cap: CapturedIO) -> list[dict[str, Any]]:
-    return [o.data for o in cap.outputs if "ipydevice-panel" in o.data.get("text/html", "")]
+run = run_captured  # every cell here is captured
 
 
 def assert_users_traceback_and_one_line(cap: CapturedIO, result: Any, stage: str) -> None:

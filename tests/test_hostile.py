@@ -247,19 +247,13 @@ def test_diagnose_with_hostile_module_argument(entry: Case) -> None:
 @pytest.fixture(scope="module")
 def ipshell() -> Iterator[Any]:
     """The in-process shell with ipydevice loaded (unloaded, and names removed, after)."""
-    from IPython.core.interactiveshell import InteractiveShell
+    from shells import singleton_shell
 
-    from ipydevice import settings
-
-    shell = InteractiveShell.instance()
-    saved = settings.current()
-    shell.extension_manager.unload_extension("ipydevice")
-    shell.run_line_magic("load_ext", "ipydevice")
-    yield shell
-    shell.extension_manager.unload_extension("ipydevice")
-    for name in ("obj", "x"):
-        shell.user_ns.pop(name, None)
-    settings.configure(**{f: getattr(saved, f) for f in saved.__dataclass_fields__})
+    with singleton_shell() as shell:
+        shell.run_line_magic("load_ext", "ipydevice")
+        yield shell
+        for name in ("obj", "x"):
+            shell.user_ns.pop(name, None)
 
 
 @pytest.mark.parametrize("entry", params("devices_magic"))

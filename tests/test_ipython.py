@@ -26,7 +26,7 @@ import pytest
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
-from shells import panels, run, run_captured
+from shells import panels, run, run_captured, singleton_shell
 
 import ipydevice
 from ipydevice import ipython as ext
@@ -65,13 +65,8 @@ def state_of(shell: InteractiveShell) -> dict[str, Any]:
 @pytest.fixture
 def shell() -> Iterator[InteractiveShell]:
     """The singleton shell, with ipydevice unloaded and IPyDevice config cleared after."""
-    ip = InteractiveShell.instance()
-    ip.extension_manager.unload_extension("ipydevice")
-    saved = settings.current()
-    yield ip
-    ip.extension_manager.unload_extension("ipydevice")
-    ip.config.pop("IPyDevice", None)
-    settings.configure(**{name: getattr(saved, name) for name in ext.SETTING_TRAITS})
+    with singleton_shell() as ip:
+        yield ip
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ import pytest
 import torch
 from cells import Notebook
 from IPython.core.interactiveshell import InteractiveShell
-from shells import panels, run, run_captured
+from shells import panels, run, run_captured, singleton_shell
 
 import ipydevice
 from ipydevice import plugins
@@ -66,12 +66,10 @@ def clean() -> Iterator[None]:
 @pytest.fixture
 def ipshell() -> Iterator[InteractiveShell]:
     """The in-process shell, ipydevice unloaded before and after, SETUP's names removed."""
-    shell = InteractiveShell.instance()
-    shell.extension_manager.unload_extension("ipydevice")
-    yield shell
-    shell.extension_manager.unload_extension("ipydevice")
-    for name in ("KVCache", "Decoder", "model", "x", "cache", "out"):
-        shell.user_ns.pop(name, None)
+    with singleton_shell() as shell:
+        yield shell
+        for name in ("KVCache", "Decoder", "model", "x", "cache", "out"):
+            shell.user_ns.pop(name, None)
 
 
 def kv_cache_audit() -> Any:

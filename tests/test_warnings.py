@@ -26,10 +26,10 @@ from typing import Any
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import CapturedIO, capture_output
-from shells import panels, run
+from shells import panels, run, singleton_shell
 
 from ipydevice import ipython as ext
-from ipydevice import settings, warnings_hook
+from ipydevice import warnings_hook
 from ipydevice.messages import recognise
 
 GENERATE = (
@@ -111,13 +111,8 @@ def stock() -> Iterator[Any]:
 
 @pytest.fixture
 def shell(stock: Any) -> Iterator[InteractiveShell]:
-    ip = InteractiveShell.instance()
-    ip.extension_manager.unload_extension("ipydevice")
-    saved = settings.current()
-    yield ip
-    ip.extension_manager.unload_extension("ipydevice")
-    ip.config.pop("IPyDevice", None)
-    settings.configure(**{name: getattr(saved, name) for name in ext.SETTING_TRAITS})
+    with singleton_shell() as ip:
+        yield ip
 
 
 @pytest.fixture

@@ -16,10 +16,9 @@ from typing import Any
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import CapturedIO, capture_output
-from shells import run_captured
+from shells import run_captured, singleton_shell
 
 from ipydevice import ipython as ext
-from ipydevice import settings
 
 torch = pytest.importorskip("torch")
 
@@ -36,17 +35,10 @@ BIG = (
 
 @pytest.fixture
 def ip() -> Iterator[InteractiveShell]:
-    shell = InteractiveShell.instance()
-    shell.extension_manager.unload_extension("ipydevice")
-    saved = settings.current()
-    shell.reset(new_session=False)
-    shell.run_line_magic("load_ext", "ipydevice")
-    run(shell, SETUP)
-    yield shell
-    shell.extension_manager.unload_extension("ipydevice")
-    shell.config.pop("IPyDevice", None)
-    shell.reset(new_session=False)
-    settings.configure(**{name: getattr(saved, name) for name in ext.SETTING_TRAITS})
+    with singleton_shell(reset=True) as shell:
+        shell.run_line_magic("load_ext", "ipydevice")
+        run(shell, SETUP)
+        yield shell
 
 
 def run(shell: InteractiveShell, source: str) -> Any:
