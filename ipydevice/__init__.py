@@ -127,14 +127,16 @@ def on_diagnosis(func: Any) -> Any:
 
 
 def install() -> None:
-    """Adds the device report after uncaught tracebacks in plain Python (``sys.excepthook``)."""
+    """Adds the device report after uncaught tracebacks in plain Python
+    (``sys.excepthook``, and ``threading.excepthook`` for threads)."""
     from ipydevice.excepthook import install as _install
 
     _install()
 
 
 def uninstall() -> None:
-    """Puts back the ``sys.excepthook`` that was there before :func:`install`."""
+    """Puts back the ``sys.excepthook`` and ``threading.excepthook`` that were there
+    before :func:`install`."""
     from ipydevice.excepthook import uninstall as _uninstall
 
     _uninstall()

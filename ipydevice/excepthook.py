@@ -1,8 +1,9 @@
 """Device-error reports for plain Python: ``sys.excepthook``, scripts, torchrun.
 
-:func:`install` chains a hook in front of whatever ``sys.excepthook`` was: the
-previous hook prints the traceback as before, then, for device errors only, the
-text report follows. :func:`uninstall` puts the previous hook back exactly.
+:func:`install` chains a hook in front of whatever ``sys.excepthook`` was, and
+one in front of ``threading.excepthook`` (errors raised in threads): the previous
+hook prints the traceback as before, then, for device errors only, the text
+report follows. :func:`uninstall` puts the previous hooks back exactly.
 
 Under ``torchrun`` (or any launcher that sets ``RANK``/``WORLD_SIZE``), each report
 says which rank it comes from and is written with a single ``write`` call to
@@ -14,6 +15,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import threading
 from types import TracebackType
 from typing import Any
 
@@ -22,6 +24,7 @@ from ipydevice._debug import debug_enabled, describe_failure
 __all__ = ["install", "installed", "rank_label", "report_text", "terminal_style", "uninstall"]
 
 _previous: list[Any] = []
+_previous_thread: list[Any] = []
 
 
 def rank_label() -> str:
@@ -80,6 +83,18 @@ def _use_color(stream: Any) -> bool:
 def _hook(exc_type: type[BaseException], exc: BaseException, tb: TracebackType | None) -> None:
     previous = _previous[-1] if _previous else sys.__excepthook__
     previous(exc_type, exc, tb)
+    _report(exc, tb)
+
+
+def _thread_hook(args: Any) -> None:
+    previous = _previous_thread[-1] if _previous_thread else threading.__excepthook__
+    previous(args)
+    exc = args.exc_value
+    if exc is not None and not isinstance(exc, SystemExit):  # threads exit quietly
+        _report(exc, args.exc_traceback)
+
+
+def _report(exc: BaseException, tb: TracebackType | None) -> None:
     try:
         if exc.__traceback__ is None and tb is not None:
             exc = exc.with_traceback(tb)
@@ -94,20 +109,25 @@ def _hook(exc_type: type[BaseException], exc: BaseException, tb: TracebackType |
 
 
 def install() -> None:
-    """Adds the device report after the traceback of uncaught exceptions.
+    """Adds the device report after the traceback of uncaught exceptions, in the
+    main thread (``sys.excepthook``) and in other threads (``threading.excepthook``).
 
     Calling it twice is harmless.
     """
-    if sys.excepthook is _hook:
-        return
-    _previous.append(sys.excepthook)
-    sys.excepthook = _hook
+    if sys.excepthook is not _hook:
+        _previous.append(sys.excepthook)
+        sys.excepthook = _hook
+    if threading.excepthook is not _thread_hook:
+        _previous_thread.append(threading.excepthook)
+        threading.excepthook = _thread_hook
 
 
 def uninstall() -> None:
-    """Puts back the hook that was there before :func:`install`."""
+    """Puts back the hooks that were there before :func:`install`."""
     if sys.excepthook is _hook and _previous:
         sys.excepthook = _previous.pop()
+    if threading.excepthook is _thread_hook and _previous_thread:
+        threading.excepthook = _previous_thread.pop()
 
 
 def installed() -> bool:

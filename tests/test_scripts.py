@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -23,10 +24,17 @@ out = model(batch)
 """
 
 
-def python(*args: str, env: dict | None = None, timeout: int = 120) -> subprocess.CompletedProcess:
+def python(
+    *args: str, env: dict | None = None, timeout: int = 120, cwd: str | None = None
+) -> subprocess.CompletedProcess:
     environment = {**os.environ, "IPYDEVICE_DEBUG": "1", "NO_COLOR": "1", **(env or {})}
     return subprocess.run(
-        [sys.executable, *args], capture_output=True, text=True, timeout=timeout, env=environment
+        [sys.executable, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=environment,
+        cwd=cwd,
     )
 
 
@@ -82,6 +90,99 @@ def test_run_a_module(tmp_path):
     (tmp_path / "job.py").write_text(MISMATCH)
     result = python("-m", "ipydevice", "run", "-m", "job", env={"PYTHONPATH": str(tmp_path)})
     assert result.returncode == 1 and "`batch` is on cpu" in result.stderr
+
+
+def test_run_puts_the_script_folder_first_on_sys_path(tmp_path):
+    folder = tmp_path / "project"
+    folder.mkdir()
+    (folder / "helpers.py").write_text("VALUE = 42\n")
+    (folder / "train.py").write_text(
+        "import sys\nimport helpers\nprint(helpers.VALUE, sys.path[0])\n"
+    )
+    result = python("-m", "ipydevice", "run", str(folder / "train.py"), cwd=str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["42", str(folder)]
+
+
+def test_run_a_module_from_the_current_folder(tmp_path):
+    (tmp_path / "helpers.py").write_text("VALUE = 7\n")
+    (tmp_path / "job.py").write_text("import helpers\nprint(helpers.VALUE)\n")
+    result = python("-m", "ipydevice", "run", "-m", "job", cwd=str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "7"
+
+
+def test_an_uncaught_keyboard_interrupt_ends_as_python_does(tmp_path):
+    script = tmp_path / "stop.py"
+    script.write_text(
+        "import atexit\natexit.register(print, 'atexit ran', flush=True)\nraise KeyboardInterrupt\n"
+    )
+    plain = python(str(script))
+    ours = python("-m", "ipydevice", "run", str(script))
+    assert plain.returncode == -signal.SIGINT  # a shell shows 130
+    assert ours.returncode == plain.returncode
+    assert ours.stdout == plain.stdout == "atexit ran\n"
+    assert ours.stderr.rstrip().endswith("KeyboardInterrupt")
+    shell = subprocess.run(
+        ["sh", "-c", f'"{sys.executable}" -m ipydevice run "{script}"; echo "status $?"'],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "IPYDEVICE_DEBUG": "1"},
+    )
+    assert shell.stdout.splitlines()[-1] == "status 130"
+
+
+def test_run_reports_a_device_error_raised_in_a_thread(tmp_path):
+    script = tmp_path / "worker.py"
+    script.write_text(
+        "import threading\n"
+        + MISMATCH.replace("out = model(batch)", "")
+        + "t = threading.Thread(target=lambda: model(batch))\nt.start()\nt.join()\nprint('done')\n"
+    )
+    result = python("-m", "ipydevice", "run", str(script))
+    assert result.returncode == 0, result.stderr  # as python: a thread's error does not end it
+    assert "done" in result.stdout
+    assert "Exception in thread" in result.stderr  # the stock thread traceback comes first
+    assert "ipydevice · device error" in result.stderr
+
+
+def test_install_chains_threading_excepthook_and_uninstall_restores(monkeypatch):
+    import threading
+
+    seen = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: seen.append(args.exc_type))
+    previous = threading.excepthook
+    stderr = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", stderr)
+    ipydevice.install()
+    try:
+        assert threading.excepthook is not previous
+
+        def work():
+            raise RuntimeError(
+                "Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!"
+            )
+
+        thread = threading.Thread(target=work)
+        thread.start()
+        thread.join()
+    finally:
+        ipydevice.uninstall()
+    assert threading.excepthook is previous
+    assert seen == [RuntimeError]
+    assert "ipydevice · device error" in stderr.getvalue()
+
+
+def test_version_and_bare_command():
+    version = python("-m", "ipydevice", "--version")
+    assert (
+        version.returncode == 0 and version.stdout.strip() == f"ipydevice {ipydevice.__version__}"
+    )
+    bare = python("-m", "ipydevice")
+    assert bare.returncode == 0, bare.stderr
+    assert "usage: python -m ipydevice" in bare.stdout and "run" in bare.stdout
+    assert bare.stderr == ""
 
 
 def test_colour_only_on_a_tty(monkeypatch):
