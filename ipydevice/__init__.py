@@ -48,6 +48,10 @@ __all__ = [
     "unload_ipython_extension",
 ]
 
+# ``pytest -p ipydevice``: pytest registers this package, then the plugin module
+# named here (importing neither until pytest asks).
+pytest_plugins = ["ipydevice.pytest_plugin"]
+
 if TYPE_CHECKING:  # pragma: no cover
     from ipydevice.census import Inventory
     from ipydevice.model import Diagnosis, Finding, Fix, Problem, Step
@@ -140,20 +144,6 @@ def uninstall() -> None:
     from ipydevice.excepthook import uninstall as _uninstall
 
     _uninstall()
-
-
-def pytest_runtest_makereport(item: Any, call: Any) -> None:
-    """``pytest -p ipydevice``: see :mod:`ipydevice.pytest_plugin`."""
-    from ipydevice.pytest_plugin import record
-
-    record(item, call)
-
-
-def pytest_runtest_logreport(report: Any) -> None:
-    """``pytest -p ipydevice``: see :mod:`ipydevice.pytest_plugin`."""
-    from ipydevice.pytest_plugin import attach
-
-    attach(report)
 
 
 def load_ipython_extension(ipython: Any) -> None:

@@ -240,26 +240,56 @@ def test_torchrun_two_ranks_on_gloo(tmp_path):
         assert any("`batch` is on cpu" in lines[i] for i in block)
 
 
+DEVICE_TESTS = textwrap.dedent("""
+    import torch
+    import torch.nn as nn
+
+    def test_forward():
+        model = nn.Linear(4, 2).to("meta")
+        x = torch.randn(3, 4)
+        model(x)
+
+    def test_other_failure():
+        assert 1 == 2
+""")
+
+
 def test_pytest_plugin_adds_the_diagnosis(pytester):
-    pytester.makepyfile(
-        test_model=textwrap.dedent("""
-        import torch
-        import torch.nn as nn
-
-        def test_forward():
-            model = nn.Linear(4, 2).to("meta")
-            x = torch.randn(3, 4)
-            model(x)
-
-        def test_other_failure():
-            assert 1 == 2
-    """)
-    )
+    pytester.makepyfile(test_model=DEVICE_TESTS)
     result = pytester.runpytest_subprocess("-p", "ipydevice")
     result.assert_outcomes(failed=2)
     text = result.stdout.str()
     assert text.count("- ipydevice -") == 1  # one section, for the device error only
     assert "`x in test_forward` is on cpu, `model in test_forward` is on meta" in text
+
+
+@pytest.mark.slow
+def test_pytest_plugin_reports_under_xdist_and_in_junit_xml(pytester):
+    pytester.makepyfile(test_model=DEVICE_TESTS)
+    junit = pytester.path / "junit.xml"
+    result = pytester.runpytest_subprocess("-p", "ipydevice", "-n", "2", f"--junitxml={junit}")
+    result.assert_outcomes(failed=2)
+    text = result.stdout.str()
+    assert "2 workers" in text  # the tests ran in xdist workers
+    assert text.count("- ipydevice -") == 1
+    assert "`x in test_forward` is on cpu, `model in test_forward` is on meta" in text
+    import xml.etree.ElementTree as ET
+
+    cases = {case.get("name"): case for case in ET.parse(junit).iter("testcase")}
+    failure = cases["test_forward"].find("failure")
+    assert failure is not None and "ipydevice · device error" in (failure.text or "")
+    assert "`x in test_forward` is on cpu" in (failure.text or "")
+    other = cases["test_other_failure"].find("failure")
+    assert other is not None and "ipydevice" not in (other.text or "")
+
+
+def test_pytest_plugin_is_declared_for_pytest():
+    from pathlib import Path
+
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    project = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())["project"]
+    assert project["entry-points"]["pytest11"] == {"ipydevice": "ipydevice.pytest_plugin"}
+    assert "Framework :: Pytest" in project["classifiers"]
 
 
 def test_demo_runs_to_the_end():
