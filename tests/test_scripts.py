@@ -203,6 +203,19 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def torchrun(script, *options: str) -> subprocess.CompletedProcess:
+    return python(
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node=2",
+        "--master_addr=127.0.0.1",
+        f"--master_port={free_port()}",
+        *options,
+        str(script),
+        timeout=180,
+    )
+
+
 @pytest.mark.slow
 def test_torchrun_two_ranks_on_gloo(tmp_path):
     script = tmp_path / "ddp.py"
@@ -219,25 +232,110 @@ def test_torchrun_two_ranks_on_gloo(tmp_path):
         out = model(batch)
     """)
     )
+    result = torchrun(script)
+    assert result.returncode != 0
+    lines = result.stderr.splitlines() + result.stdout.splitlines()
+    for rank in (0, 1):
+        # init_process_group labels every line of the hook's output with "[rank0]:";
+        # ipydevice adds no second label.
+        label = f"[rank{rank}]:"
+        block = [i for i, line in enumerate(lines) if line.startswith(label)]
+        assert block, f"no report from rank {rank}:\n{result.stderr[-3000:]}"
+        # One contiguous block per rank (torch leaves blank lines bare): no interleaving.
+        assert all(line.startswith(label) or not line for line in lines[block[0] : block[-1]])
+        assert any("`batch` is on cpu" in lines[i] for i in block)
+        assert any("ipydevice · device error" in lines[i] for i in block)
+    assert "[rank 0/2" not in result.stderr and "[rank 1/2" not in result.stderr
+    # The error file: torchrun's root-cause summary shows the diagnosis.
+    summary = result.stderr[result.stderr.index("Root Cause (first observed failure)") :]
+    assert "error_file: <N/A>" not in summary
+    assert "ipydevice · device error" in summary and "`batch` is on cpu" in summary
+
+
+@pytest.mark.slow
+def test_torchrun_tee_labels_each_line_once(tmp_path):
+    script = tmp_path / "plain.py"
+    script.write_text(MISMATCH)
     result = python(
         "-m",
         "torch.distributed.run",
         "--nproc_per_node=2",
         "--master_addr=127.0.0.1",
         f"--master_port={free_port()}",
+        "--tee=3",
+        "-m",
+        "ipydevice",
+        "run",
         str(script),
         timeout=180,
     )
     assert result.returncode != 0
-    lines = result.stderr.splitlines() + result.stdout.splitlines()
-    for rank in (0, 1):
-        label = f"[rank {rank}/2 (local {rank})]"
-        # torchrun may prefix each line with its own "[rank0]:" tag as well.
-        block = [i for i, line in enumerate(lines) if label in line]
-        assert block, f"no report from rank {rank}:\n{result.stderr[-3000:]}"
-        # One contiguous block per rank: the reports do not interleave.
-        assert block == list(range(block[0], block[0] + len(block)))
-        assert any("`batch` is on cpu" in lines[i] for i in block)
+    shown = [line for line in result.stderr.splitlines() if line.startswith("[default")]
+    reported = [line for line in shown if "`batch` is on cpu" in line]
+    assert {line.split(":", 1)[0] for line in reported} == {"[default0]", "[default1]"}
+    assert all("[rank " not in line for line in reported), reported
+
+
+def test_under_a_launcher_that_labels_no_second_label(monkeypatch, tmp_path):
+    error = RuntimeError(
+        "Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!"
+    )
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    assert excepthook.rank_label() == "rank 1/2 (local 1)"
+    assert excepthook.report_text(error).startswith("[rank 1/2 (local 1)] ")
+
+    def torch_wrapper(*args):  # as init_process_group's sys.excepthook
+        pass
+
+    torch_wrapper.__module__ = "torch.distributed.distributed_c10d"
+    monkeypatch.setattr(sys, "excepthook", torch_wrapper)
+    assert excepthook.rank_label(in_excepthook=True) == ""
+    assert excepthook.rank_label() == "rank 1/2 (local 1)"  # threads, pytest: not wrapped
+    # torchrun --redirects/--tee: stderr is the rank's stderr.log beside its error file
+    folder = tmp_path / "attempt_0" / "1"
+    folder.mkdir(parents=True)
+    monkeypatch.setenv("TORCHELASTIC_ERROR_FILE", str(folder / "error.json"))
+    with open(folder / "stderr.log", "w") as log:
+        monkeypatch.setattr(sys, "stderr", log)
+        assert excepthook.rank_label() == ""
+    monkeypatch.setattr(sys, "stderr", io.StringIO())
+    assert excepthook.rank_label() == "rank 1/2 (local 1)"
+
+
+def test_the_error_file_torchrun_reads(monkeypatch, tmp_path):
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError, ProcessFailure
+
+    error_file = tmp_path / "error.json"
+    monkeypatch.setenv("TORCHELASTIC_ERROR_FILE", str(error_file))
+    monkeypatch.setattr(sys, "stderr", io.StringIO())
+    monkeypatch.setattr(sys, "excepthook", lambda *args: None)
+    ipydevice.install()
+    try:
+        sys.excepthook(ZeroDivisionError, ZeroDivisionError("x"), None)
+        assert not error_file.exists()  # not a device error: torch's own handling stays
+        error = RuntimeError(
+            "Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!"
+        )
+        sys.excepthook(RuntimeError, error, None)
+    finally:
+        ipydevice.uninstall()
+    failure = ProcessFailure(local_rank=0, pid=1, exitcode=1, error_file=str(error_file))
+    assert failure.message["message"].startswith("RuntimeError: Expected all tensors")
+    summary = ChildFailedError("train.py", {0: failure}).format_msg()
+    assert "ipydevice · device error" in summary and "cuda:0" in summary
+    # Written by @record first: the report is added to its traceback, once.
+    from torch.distributed.elastic.multiprocessing.errors import ErrorHandler
+
+    try:
+        raise error
+    except RuntimeError as exc:
+        ErrorHandler().record_exception(exc)
+        excepthook.write_error_file(exc, "REPORT")
+        excepthook.write_error_file(exc, "REPORT")
+    stack = ProcessFailure(0, 1, 1, str(error_file)).message["extraInfo"]["py_callstack"]
+    assert stack.startswith("Traceback") and stack.count("REPORT") == 1
 
 
 DEVICE_TESTS = textwrap.dedent("""
