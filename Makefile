@@ -20,9 +20,12 @@ $(VENV)/.installed: pyproject.toml
 
 install: $(VENV)/.installed
 
-# The main job: JupyterLab on the quickstart notebook (no GPU needed).
+# The main job: JupyterLab on the quickstart notebook (no GPU needed). As root (Docker,
+# most cloud machines) JupyterLab needs --allow-root; JUPYTER_ARGS adds options
+# (e.g. JUPYTER_ARGS="--no-browser --port 8899").
+JUPYTER_ARGS ?=
 demo: $(VENV)/.installed
-	$(VENV)/bin/jupyter lab notebooks/01-quickstart.ipynb
+	$(VENV)/bin/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root) $(JUPYTER_ARGS) notebooks/01-quickstart.ipynb
 
 # The same scenarios as a terminal tour.
 tour: $(VENV)/.installed
