@@ -381,6 +381,24 @@ def test_pytest_plugin_reports_under_xdist_and_in_junit_xml(pytester):
     assert other is not None and "ipydevice" not in (other.text or "")
 
 
+@pytest.mark.slow
+def test_pytest_plugin_through_its_entry_point(pytester, tmp_path, monkeypatch):
+    """As installed: the pytest11 entry point loads the plugin in every run, once,
+    `-p ipydevice` is harmless beside it and `-p no:ipydevice` turns it off."""
+    site = tmp_path / "site"
+    info = site / "ipydevice_entry-0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: ipydevice-entry\nVersion: 0\n")
+    (info / "entry_points.txt").write_text("[pytest11]\nipydevice = ipydevice.pytest_plugin\n")
+    pytester.makepyfile(test_model=DEVICE_TESTS)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.delenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", raising=False)
+    for args, sections in (((), 1), (("-p", "ipydevice"), 1), (("-p", "no:ipydevice"), 0)):
+        result = pytester.runpytest_subprocess(*args)
+        result.assert_outcomes(failed=2)
+        assert result.stdout.str().count("- ipydevice -") == sections, args
+
+
 def test_pytest_plugin_is_declared_for_pytest():
     from pathlib import Path
 
