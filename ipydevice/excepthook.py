@@ -124,8 +124,11 @@ def write_error_file(exc: BaseException, report: str) -> None:
         return
     data: Any = None
     if os.path.isfile(path):
-        with open(path, encoding="utf-8") as fp:
-            data = json.load(fp)
+        try:
+            with open(path, encoding="utf-8") as fp:
+                data = json.load(fp)
+        except ValueError:  # not torchelastic's JSON: written afresh below
+            data = None
     message = data.get("message") if isinstance(data, dict) else None
     if isinstance(message, dict) and isinstance(message.get("extraInfo"), dict):
         stack = str(message["extraInfo"].get("py_callstack", ""))

@@ -6,7 +6,8 @@ place, and as ``python script.py`` would run it:
 * ``sys.path[0]`` is the script's folder (symlinks resolved), so sibling modules
   import; with ``-m`` it is the current folder, as for ``python -m``;
 * the exit status is python's: 0, the script's own ``sys.exit`` code (a
-  non-integer code is printed and gives 1), 1 after an uncaught exception, and an
+  non-integer code is printed and gives 1), 1 after an uncaught exception, 2 for a
+  script that does not exist, and an
   uncaught ``KeyboardInterrupt`` ends the process by ``SIGINT`` once it has shut
   down (a shell shows 130), as python does;
 * device errors raised in threads are reported too (``threading.excepthook``).
@@ -39,6 +40,14 @@ def run(target: str, args: list[str], module: bool = False) -> int:
     on POSIX, the process ends by ``SIGINT`` at the very end of its shutdown
     (after the script's own ``atexit`` functions), as ``python script.py`` does.
     """
+    if not module and not os.path.exists(target):
+        # python's own words and status for a missing script
+        print(
+            f"python -m ipydevice run: can't open file {os.path.abspath(target)!r}: "
+            "[Errno 2] No such file or directory",
+            file=sys.stderr,
+        )
+        return 2
     saved_argv, saved_path0 = sys.argv, sys.path[0] if sys.path else None
     sys.argv = [target, *args]
     first = os.getcwd() if module else os.path.dirname(os.path.realpath(target))

@@ -86,6 +86,13 @@ def test_run_exit_statuses(tmp_path, body, status):
     assert python("-m", "ipydevice", "run", str(script)).returncode == status
 
 
+def test_run_a_missing_script_as_python_does(tmp_path):
+    missing = tmp_path / "missing.py"
+    plain, ours = python(str(missing)), python("-m", "ipydevice", "run", str(missing))
+    assert ours.returncode == plain.returncode == 2
+    assert "can't open file" in ours.stderr and "Traceback" not in ours.stderr
+
+
 def test_run_a_module(tmp_path):
     (tmp_path / "job.py").write_text(MISMATCH)
     result = python("-m", "ipydevice", "run", "-m", "job", env={"PYTHONPATH": str(tmp_path)})
@@ -336,6 +343,9 @@ def test_the_error_file_torchrun_reads(monkeypatch, tmp_path):
         excepthook.write_error_file(exc, "REPORT")
     stack = ProcessFailure(0, 1, 1, str(error_file)).message["extraInfo"]["py_callstack"]
     assert stack.startswith("Traceback") and stack.count("REPORT") == 1
+    error_file.write_text("not JSON")  # another writer's leftovers: written afresh
+    excepthook.write_error_file(error, "REPORT")
+    assert "REPORT" in ProcessFailure(0, 1, 1, str(error_file)).message["extraInfo"]["py_callstack"]
 
 
 DEVICE_TESTS = textwrap.dedent("""
