@@ -1,6 +1,7 @@
 # ipydevice developer commands. `make demo` and `make test` work on a fresh machine.
 PYTHON ?= python3
 TORCH ?= torch==2.13.0
+TORCH_INDEX ?=
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
@@ -9,16 +10,22 @@ PY := $(VENV)/bin/python
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	# torch first and pinned: a bare `torch` requirement would pull the CUDA build.
-	$(PY) -m pip install -q "$(TORCH)"
-	$(PY) -m pip install -q -e ".[test,notebook,browser]"
+	# torch first and pinned. On Linux, PyPI's torch is the CUDA build: set
+	# TORCH_INDEX=https://download.pytorch.org/whl/cpu for the CPU-only one.
+	$(PY) -m pip install -q $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) "$(TORCH)"
+	# The developer tools (ruff, mypy, build, twine) are the `dev` dependency group
+	# (pip 25.1 or later reads it), not part of the published extras.
+	$(PY) -m pip install -q -e ".[test,notebook,browser]" --group dev
 	touch $@
 
 install: $(VENV)/.installed
 
-# The main job: JupyterLab on the quickstart notebook (no GPU needed).
+# The main job: JupyterLab on the quickstart notebook (no GPU needed). As root (Docker,
+# most cloud machines) JupyterLab needs --allow-root; JUPYTER_ARGS adds options
+# (e.g. JUPYTER_ARGS="--no-browser --port 8899").
+JUPYTER_ARGS ?=
 demo: $(VENV)/.installed
-	$(VENV)/bin/jupyter lab notebooks/01-quickstart.ipynb
+	$(VENV)/bin/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root) $(JUPYTER_ARGS) notebooks/01-quickstart.ipynb
 
 # The same scenarios as a terminal tour.
 tour: $(VENV)/.installed

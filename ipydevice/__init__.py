@@ -48,6 +48,10 @@ __all__ = [
     "unload_ipython_extension",
 ]
 
+# ``pytest -p ipydevice``: pytest registers this package, then the plugin module
+# named here (importing neither until pytest asks).
+pytest_plugins = ["ipydevice.pytest_plugin"]
+
 if TYPE_CHECKING:  # pragma: no cover
     from ipydevice.census import Inventory
     from ipydevice.model import Diagnosis, Finding, Fix, Problem, Step
@@ -127,31 +131,19 @@ def on_diagnosis(func: Any) -> Any:
 
 
 def install() -> None:
-    """Adds the device report after uncaught tracebacks in plain Python (``sys.excepthook``)."""
+    """Adds the device report after uncaught tracebacks in plain Python
+    (``sys.excepthook``, and ``threading.excepthook`` for threads)."""
     from ipydevice.excepthook import install as _install
 
     _install()
 
 
 def uninstall() -> None:
-    """Puts back the ``sys.excepthook`` that was there before :func:`install`."""
+    """Puts back the ``sys.excepthook`` and ``threading.excepthook`` that were there
+    before :func:`install`."""
     from ipydevice.excepthook import uninstall as _uninstall
 
     _uninstall()
-
-
-def pytest_runtest_makereport(item: Any, call: Any) -> None:
-    """``pytest -p ipydevice``: see :mod:`ipydevice.pytest_plugin`."""
-    from ipydevice.pytest_plugin import record
-
-    record(item, call)
-
-
-def pytest_runtest_logreport(report: Any) -> None:
-    """``pytest -p ipydevice``: see :mod:`ipydevice.pytest_plugin`."""
-    from ipydevice.pytest_plugin import attach
-
-    attach(report)
 
 
 def load_ipython_extension(ipython: Any) -> None:

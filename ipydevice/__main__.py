@@ -6,10 +6,12 @@ import argparse
 import sys
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Parses the command line and runs the chosen command."""
+def _parser() -> argparse.ArgumentParser:
+    from ipydevice import __version__
+
     parser = argparse.ArgumentParser(prog="python -m ipydevice", description=__doc__)
-    commands = parser.add_subparsers(dest="command", required=True)
+    parser.add_argument("--version", action="version", version=f"ipydevice {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="{demo,run}")
     commands.add_parser(
         "demo", help="a terminal tour of the classic device errors and their diagnoses"
     )
@@ -21,7 +23,17 @@ def main(argv: list[str] | None = None) -> int:
     )
     run.add_argument("target", help="the script (or module) to run")
     run.add_argument("args", nargs=argparse.REMAINDER, help="arguments for it")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parses the command line and runs the chosen command (a bare command prints
+    the help and succeeds, as ``git`` and ``pip`` do)."""
+    parser = _parser()
     args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 0
     if args.command == "run":
         from ipydevice.runner import run as run_script
 

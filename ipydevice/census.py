@@ -54,11 +54,14 @@ class Inventory:
             groups.setdefault(record.device or "-", []).append(record)
         return groups
 
-    def table(self) -> Any:
-        """The rows as a pandas DataFrame."""
-        from ipydevice.render.table import records_table
+    def table(self, breakdown: bool = False) -> Any:
+        """The rows as a pandas DataFrame: one row per object, missing values as
+        ``pd.NA``, shapes as tuples. ``breakdown=True``: one row per object and
+        device, with the count of tensors and their bytes (a long table)."""
+        from ipydevice.render.table import breakdown_table, records_table
 
-        return records_table(list(self.records), {p.name for p in self.problems})
+        build = breakdown_table if breakdown else records_table
+        return build(list(self.records), {p.name for p in self.problems})
 
     def to_dict(self) -> dict[str, Any]:
         """Plain-dict form (JSON-ready)."""

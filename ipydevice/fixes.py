@@ -183,8 +183,10 @@ def _plan_container(plan: _Plan, entry: Entry, target: str) -> None:
         values = tuple.__iter__(obj)
         moved = ", ".join(
             f"{f}={text}.{f}.to({target!r})"
+            if is_name(f)
+            else f"**{{{f!r}: getattr({text}, {f!r}).to({target!r})}}"
             for f, v in zip(fields, values, strict=False)
-            if probe.is_tensor(v) and is_name(f)
+            if probe.is_tensor(v) and isinstance(f, str)
         )
         plan.add(Step("sequence", entry.path, target), f"{text} = {text}._replace({moved})", text)
         return

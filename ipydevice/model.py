@@ -294,11 +294,12 @@ class Diagnosis:
 
         return headline(self)
 
-    def table(self) -> Any:
-        """Every object in the snapshot as a pandas DataFrame (culprits first)."""
+    def table(self, breakdown: bool = False) -> Any:
+        """Every object in the snapshot as a pandas DataFrame (culprits first);
+        ``breakdown=True``: one row per object and device (see :mod:`ipydevice.render.table`)."""
         from ipydevice.render.table import diagnosis_table
 
-        return diagnosis_table(self)
+        return diagnosis_table(self, breakdown=breakdown)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain-dict form (JSON-ready)."""

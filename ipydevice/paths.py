@@ -13,6 +13,7 @@ Imports nothing beyond the standard library.
 from __future__ import annotations
 
 import keyword
+import unicodedata
 from collections.abc import Mapping
 from typing import Any, cast
 
@@ -22,8 +23,18 @@ Path = tuple[tuple[str, Any], ...]
 
 
 def is_name(text: Any) -> bool:
-    """True for a string usable as a plain Python identifier."""
-    return isinstance(text, str) and text.isidentifier() and not keyword.iskeyword(text)
+    """True for a string that, written as a plain identifier, names exactly itself.
+
+    The one rule for spelling names in generated code. Python reads identifiers in
+    NFKC form, so ``ｘ`` (fullwidth x) written in code is ``x``, another object: such
+    a name is not a plain name (``format_path`` writes ``globals()['ｘ']`` or
+    ``getattr(obj, 'ｘ')``, which reach the object itself)."""
+    return (
+        isinstance(text, str)
+        and text.isidentifier()
+        and not keyword.iskeyword(text)
+        and unicodedata.normalize("NFKC", text) == text
+    )
 
 
 def is_key(key: Any) -> bool:

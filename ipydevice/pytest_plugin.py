@@ -1,30 +1,36 @@
 """A pytest plugin: a test that fails with a device error gets the diagnosis.
 
-Enable it with ``pytest -p ipydevice`` (or ``addopts = -p ipydevice`` in the
-project's pytest configuration). The report appears as an "ipydevice" section
-under the failing test's traceback. The diagnosis is taken while the test's
-frames are still alive, then kept as text only.
+Installed with ipydevice, it is active in every pytest run (a ``pytest11`` entry
+point named ``ipydevice``); ``pytest -p no:ipydevice`` turns it off and
+``pytest -p ipydevice`` turns it on where plugin autoloading is disabled. The
+report is an "ipydevice" section under the failing test's traceback.
+
+The diagnosis is taken while the report is made (the test's frames are still
+alive) and kept as text only, in the report itself: it travels with the report,
+so it appears under pytest-xdist (``-n``) and in junit XML (``--junitxml``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Generator
 from typing import Any
 
-__all__ = ["attach", "record"]
+import pytest
+
+__all__ = ["add_section", "diagnosis_text"]
 
 _SECTION = "ipydevice"
-_reports: dict[str, str] = {}
 
 
-def record(item: Any, call: Any) -> None:
-    """Diagnoses a failed test call while its traceback is at hand."""
+def diagnosis_text(item: Any, call: Any) -> str:
+    """The text report for a failed test call, or '' (not a device error)."""
     excinfo = getattr(call, "excinfo", None)
     if excinfo is None or call.when != "call":
-        return
+        return ""
     from ipydevice.excepthook import report_text
 
     try:
-        text = report_text(
+        return report_text(
             excinfo.value, namespace=getattr(getattr(item, "module", None), "__dict__", None)
         )
     except Exception as failure:  # never turn a test failure into a plugin crash
@@ -32,23 +38,27 @@ def record(item: Any, call: Any) -> None:
 
         if debug_enabled():
             raise
-        text = describe_failure("report", failure)
-    if text:
-        _reports[item.nodeid] = text
+        return describe_failure("report", failure)
 
 
-def attach(report: Any) -> None:
-    """Adds the stored text to the test's report as its own section."""
-    text = _reports.pop(getattr(report, "nodeid", ""), None)
-    if text and report.when == "call":
+def add_section(report: Any, text: str) -> None:
+    """Adds ``text`` to the report as its "ipydevice" section.
+
+    It goes into the failure's own representation where there is one (the part
+    that junit XML writes and that pytest-xdist sends back from its workers), else
+    into the report's sections."""
+    addsection = getattr(getattr(report, "longrepr", None), "addsection", None)
+    if callable(addsection):
+        addsection(_SECTION, text)
+    else:
         report.sections.append((_SECTION, text))
 
 
-def pytest_runtest_makereport(item: Any, call: Any) -> None:
-    """pytest hook: see :func:`record`."""
-    record(item, call)
-
-
-def pytest_runtest_logreport(report: Any) -> None:
-    """pytest hook: see :func:`attach`."""
-    attach(report)
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: Any, call: Any) -> Generator[None, Any, None]:
+    """pytest hook: the report of a test that failed with a device error gets
+    the diagnosis."""
+    outcome = yield
+    text = diagnosis_text(item, call)
+    if text:
+        add_section(outcome.get_result(), text)

@@ -25,12 +25,10 @@ from ipydevice.messages import (
     recognise,
 )
 
-CORPUS_PATH = Path(__file__).resolve().parents[2] / "shared" / "reference" / "device_messages.json"
-ENTRIES: list[dict[str, Any]] = (
-    json.loads(CORPUS_PATH.read_text(encoding="utf-8")) if CORPUS_PATH.exists() else []
-)
+# The corpus of real device-error messages, kept in the repository (tests/data/).
+CORPUS_PATH = Path(__file__).resolve().parent / "data" / "device_messages.json"
+ENTRIES: list[dict[str, Any]] = json.loads(CORPUS_PATH.read_text(encoding="utf-8"))
 BY_ID = {e["id"]: e for e in ENTRIES}
-needs_corpus = pytest.mark.skipif(not ENTRIES, reason=f"corpus not found at {CORPUS_PATH}")
 
 # The corpus files categories by *cause*; recognise() reports the *wording's* family.
 # These are the only places where the two legitimately differ:
@@ -57,7 +55,6 @@ def _family_ok(entry: dict[str, Any], facts: MessageFacts) -> bool:
 
 
 # --------------------------------------------------------------------------- corpus
-@needs_corpus
 @pytest.mark.parametrize("entry", ENTRIES, ids=[e["id"] for e in ENTRIES])
 def test_corpus_entry(entry: dict[str, Any]) -> None:
     facts = recognise(entry["message"], entry["exception_type"])
@@ -74,7 +71,6 @@ def test_corpus_entry(entry: dict[str, Any]) -> None:
     assert "\n" not in facts.summary
 
 
-@needs_corpus
 def test_every_alternative_mapping_is_needed() -> None:
     """Keeps ALTERNATIVES minimal: each allowance must be used by some entry."""
     used = set()
@@ -125,7 +121,6 @@ CORPUS_DETAILS = {
 }
 
 
-@needs_corpus
 @pytest.mark.parametrize("entry_id", sorted(CORPUS_DETAILS))
 def test_corpus_details(entry_id: str) -> None:
     entry = BY_ID[entry_id]
@@ -649,7 +644,6 @@ def test_huge_input_is_capped_and_fast() -> None:
     assert recognise(_A + "cuda:0 and cpu!" + "x" * 1_000_000).devices == ("cuda:0", "cpu")
 
 
-@needs_corpus
 def test_typical_message_is_fast() -> None:
     message = BY_ID["src-codegen110-addmm"]["message"]
     best = min(timeit.repeat(lambda: recognise(message), number=300, repeat=5)) / 300
@@ -742,3 +736,12 @@ def test_a_message_inside_noise_is_still_found(prefix: str, suffix: str) -> None
     facts = recognise(f"{prefix}\n{_A}cuda:0 and cpu!\n{suffix}")
     assert facts.family == "op_mismatch"
     assert facts.devices == ("cuda:0", "cpu")
+
+
+def test_the_corpus_lives_in_the_repository():
+    """A fresh clone runs every test: nothing reads a folder beside the repository."""
+    root = Path(__file__).resolve().parents[1]
+    assert CORPUS_PATH.is_relative_to(root) and len(ENTRIES) > 30
+    outside = re.compile(r"""parents\[2\]|["']\.\./shared|["']shared["']\s*/""")
+    for test_file in sorted(root.glob("tests/**/*.py")):
+        assert not outside.search(test_file.read_text(encoding="utf-8")), test_file

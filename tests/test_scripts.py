@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -23,10 +24,17 @@ out = model(batch)
 """
 
 
-def python(*args: str, env: dict | None = None, timeout: int = 120) -> subprocess.CompletedProcess:
+def python(
+    *args: str, env: dict | None = None, timeout: int = 120, cwd: str | None = None
+) -> subprocess.CompletedProcess:
     environment = {**os.environ, "IPYDEVICE_DEBUG": "1", "NO_COLOR": "1", **(env or {})}
     return subprocess.run(
-        [sys.executable, *args], capture_output=True, text=True, timeout=timeout, env=environment
+        [sys.executable, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=environment,
+        cwd=cwd,
     )
 
 
@@ -78,10 +86,110 @@ def test_run_exit_statuses(tmp_path, body, status):
     assert python("-m", "ipydevice", "run", str(script)).returncode == status
 
 
+def test_run_a_missing_script_as_python_does(tmp_path):
+    missing = tmp_path / "missing.py"
+    plain, ours = python(str(missing)), python("-m", "ipydevice", "run", str(missing))
+    assert ours.returncode == plain.returncode == 2
+    assert "can't open file" in ours.stderr and "Traceback" not in ours.stderr
+
+
 def test_run_a_module(tmp_path):
     (tmp_path / "job.py").write_text(MISMATCH)
     result = python("-m", "ipydevice", "run", "-m", "job", env={"PYTHONPATH": str(tmp_path)})
     assert result.returncode == 1 and "`batch` is on cpu" in result.stderr
+
+
+def test_run_puts_the_script_folder_first_on_sys_path(tmp_path):
+    folder = tmp_path / "project"
+    folder.mkdir()
+    (folder / "helpers.py").write_text("VALUE = 42\n")
+    (folder / "train.py").write_text(
+        "import sys\nimport helpers\nprint(helpers.VALUE, sys.path[0])\n"
+    )
+    result = python("-m", "ipydevice", "run", str(folder / "train.py"), cwd=str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["42", str(folder)]
+
+
+def test_run_a_module_from_the_current_folder(tmp_path):
+    (tmp_path / "helpers.py").write_text("VALUE = 7\n")
+    (tmp_path / "job.py").write_text("import helpers\nprint(helpers.VALUE)\n")
+    result = python("-m", "ipydevice", "run", "-m", "job", cwd=str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "7"
+
+
+def test_an_uncaught_keyboard_interrupt_ends_as_python_does(tmp_path):
+    script = tmp_path / "stop.py"
+    script.write_text(
+        "import atexit\natexit.register(print, 'atexit ran', flush=True)\nraise KeyboardInterrupt\n"
+    )
+    plain = python(str(script))
+    ours = python("-m", "ipydevice", "run", str(script))
+    assert plain.returncode == -signal.SIGINT  # a shell shows 130
+    assert ours.returncode == plain.returncode
+    assert ours.stdout == plain.stdout == "atexit ran\n"
+    assert ours.stderr.rstrip().endswith("KeyboardInterrupt")
+    shell = subprocess.run(
+        ["sh", "-c", f'"{sys.executable}" -m ipydevice run "{script}"; echo "status $?"'],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "IPYDEVICE_DEBUG": "1"},
+    )
+    assert shell.stdout.splitlines()[-1] == "status 130"
+
+
+def test_run_reports_a_device_error_raised_in_a_thread(tmp_path):
+    script = tmp_path / "worker.py"
+    script.write_text(
+        "import threading\n"
+        + MISMATCH.replace("out = model(batch)", "")
+        + "t = threading.Thread(target=lambda: model(batch))\nt.start()\nt.join()\nprint('done')\n"
+    )
+    result = python("-m", "ipydevice", "run", str(script))
+    assert result.returncode == 0, result.stderr  # as python: a thread's error does not end it
+    assert "done" in result.stdout
+    assert "Exception in thread" in result.stderr  # the stock thread traceback comes first
+    assert "ipydevice · device error" in result.stderr
+
+
+def test_install_chains_threading_excepthook_and_uninstall_restores(monkeypatch):
+    import threading
+
+    seen = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: seen.append(args.exc_type))
+    previous = threading.excepthook
+    stderr = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", stderr)
+    ipydevice.install()
+    try:
+        assert threading.excepthook is not previous
+
+        def work():
+            raise RuntimeError(
+                "Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!"
+            )
+
+        thread = threading.Thread(target=work)
+        thread.start()
+        thread.join()
+    finally:
+        ipydevice.uninstall()
+    assert threading.excepthook is previous
+    assert seen == [RuntimeError]
+    assert "ipydevice · device error" in stderr.getvalue()
+
+
+def test_version_and_bare_command():
+    version = python("-m", "ipydevice", "--version")
+    assert (
+        version.returncode == 0 and version.stdout.strip() == f"ipydevice {ipydevice.__version__}"
+    )
+    bare = python("-m", "ipydevice")
+    assert bare.returncode == 0, bare.stderr
+    assert "usage: python -m ipydevice" in bare.stdout and "run" in bare.stdout
+    assert bare.stderr == ""
 
 
 def test_colour_only_on_a_tty(monkeypatch):
@@ -102,6 +210,19 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def torchrun(script, *options: str) -> subprocess.CompletedProcess:
+    return python(
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node=2",
+        "--master_addr=127.0.0.1",
+        f"--master_port={free_port()}",
+        *options,
+        str(script),
+        timeout=180,
+    )
+
+
 @pytest.mark.slow
 def test_torchrun_two_ranks_on_gloo(tmp_path):
     script = tmp_path / "ddp.py"
@@ -118,47 +239,183 @@ def test_torchrun_two_ranks_on_gloo(tmp_path):
         out = model(batch)
     """)
     )
+    result = torchrun(script)
+    assert result.returncode != 0
+    lines = result.stderr.splitlines() + result.stdout.splitlines()
+    for rank in (0, 1):
+        # init_process_group labels every line of the hook's output with "[rank0]:";
+        # ipydevice adds no second label.
+        label = f"[rank{rank}]:"
+        block = [i for i, line in enumerate(lines) if line.startswith(label)]
+        assert block, f"no report from rank {rank}:\n{result.stderr[-3000:]}"
+        # One contiguous block per rank (torch leaves blank lines bare): no interleaving.
+        assert all(line.startswith(label) or not line for line in lines[block[0] : block[-1]])
+        assert any("`batch` is on cpu" in lines[i] for i in block)
+        assert any("ipydevice · device error" in lines[i] for i in block)
+    assert "[rank 0/2" not in result.stderr and "[rank 1/2" not in result.stderr
+    # The error file: torchrun's root-cause summary shows the diagnosis.
+    summary = result.stderr[result.stderr.index("Root Cause (first observed failure)") :]
+    assert "error_file: <N/A>" not in summary
+    assert "ipydevice · device error" in summary and "`batch` is on cpu" in summary
+
+
+@pytest.mark.slow
+def test_torchrun_tee_labels_each_line_once(tmp_path):
+    script = tmp_path / "plain.py"
+    script.write_text(MISMATCH)
     result = python(
         "-m",
         "torch.distributed.run",
         "--nproc_per_node=2",
         "--master_addr=127.0.0.1",
         f"--master_port={free_port()}",
+        "--tee=3",
+        "-m",
+        "ipydevice",
+        "run",
         str(script),
         timeout=180,
     )
     assert result.returncode != 0
-    lines = result.stderr.splitlines() + result.stdout.splitlines()
-    for rank in (0, 1):
-        label = f"[rank {rank}/2 (local {rank})]"
-        # torchrun may prefix each line with its own "[rank0]:" tag as well.
-        block = [i for i, line in enumerate(lines) if label in line]
-        assert block, f"no report from rank {rank}:\n{result.stderr[-3000:]}"
-        # One contiguous block per rank: the reports do not interleave.
-        assert block == list(range(block[0], block[0] + len(block)))
-        assert any("`batch` is on cpu" in lines[i] for i in block)
+    shown = [line for line in result.stderr.splitlines() if line.startswith("[default")]
+    reported = [line for line in shown if "`batch` is on cpu" in line]
+    assert {line.split(":", 1)[0] for line in reported} == {"[default0]", "[default1]"}
+    assert all("[rank " not in line for line in reported), reported
+
+
+def test_under_a_launcher_that_labels_no_second_label(monkeypatch, tmp_path):
+    error = RuntimeError(
+        "Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!"
+    )
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    assert excepthook.rank_label() == "rank 1/2 (local 1)"
+    assert excepthook.report_text(error).startswith("[rank 1/2 (local 1)] ")
+
+    def torch_wrapper(*args):  # as init_process_group's sys.excepthook
+        pass
+
+    torch_wrapper.__module__ = "torch.distributed.distributed_c10d"
+    monkeypatch.setattr(sys, "excepthook", torch_wrapper)
+    assert excepthook.rank_label(in_excepthook=True) == ""
+    assert excepthook.rank_label() == "rank 1/2 (local 1)"  # threads, pytest: not wrapped
+    # torchrun --redirects/--tee: stderr is the rank's stderr.log beside its error file
+    folder = tmp_path / "attempt_0" / "1"
+    folder.mkdir(parents=True)
+    monkeypatch.setenv("TORCHELASTIC_ERROR_FILE", str(folder / "error.json"))
+    with open(folder / "stderr.log", "w") as log:
+        monkeypatch.setattr(sys, "stderr", log)
+        assert excepthook.rank_label() == ""
+    monkeypatch.setattr(sys, "stderr", io.StringIO())
+    assert excepthook.rank_label() == "rank 1/2 (local 1)"
+
+
+def test_the_error_file_torchrun_reads(monkeypatch, tmp_path):
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError, ProcessFailure
+
+    error_file = tmp_path / "error.json"
+    monkeypatch.setenv("TORCHELASTIC_ERROR_FILE", str(error_file))
+    monkeypatch.setattr(sys, "stderr", io.StringIO())
+    monkeypatch.setattr(sys, "excepthook", lambda *args: None)
+    ipydevice.install()
+    try:
+        sys.excepthook(ZeroDivisionError, ZeroDivisionError("x"), None)
+        assert not error_file.exists()  # not a device error: torch's own handling stays
+        error = RuntimeError(
+            "Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!"
+        )
+        sys.excepthook(RuntimeError, error, None)
+    finally:
+        ipydevice.uninstall()
+    failure = ProcessFailure(local_rank=0, pid=1, exitcode=1, error_file=str(error_file))
+    assert failure.message["message"].startswith("RuntimeError: Expected all tensors")
+    summary = ChildFailedError("train.py", {0: failure}).format_msg()
+    assert "ipydevice · device error" in summary and "cuda:0" in summary
+    # Written by @record first: the report is added to its traceback, once.
+    from torch.distributed.elastic.multiprocessing.errors import ErrorHandler
+
+    try:
+        raise error
+    except RuntimeError as exc:
+        ErrorHandler().record_exception(exc)
+        excepthook.write_error_file(exc, "REPORT")
+        excepthook.write_error_file(exc, "REPORT")
+    stack = ProcessFailure(0, 1, 1, str(error_file)).message["extraInfo"]["py_callstack"]
+    assert stack.startswith("Traceback") and stack.count("REPORT") == 1
+    error_file.write_text("not JSON")  # another writer's leftovers: written afresh
+    excepthook.write_error_file(error, "REPORT")
+    assert "REPORT" in ProcessFailure(0, 1, 1, str(error_file)).message["extraInfo"]["py_callstack"]
+
+
+DEVICE_TESTS = textwrap.dedent("""
+    import torch
+    import torch.nn as nn
+
+    def test_forward():
+        model = nn.Linear(4, 2).to("meta")
+        x = torch.randn(3, 4)
+        model(x)
+
+    def test_other_failure():
+        assert 1 == 2
+""")
 
 
 def test_pytest_plugin_adds_the_diagnosis(pytester):
-    pytester.makepyfile(
-        test_model=textwrap.dedent("""
-        import torch
-        import torch.nn as nn
-
-        def test_forward():
-            model = nn.Linear(4, 2).to("meta")
-            x = torch.randn(3, 4)
-            model(x)
-
-        def test_other_failure():
-            assert 1 == 2
-    """)
-    )
+    pytester.makepyfile(test_model=DEVICE_TESTS)
     result = pytester.runpytest_subprocess("-p", "ipydevice")
     result.assert_outcomes(failed=2)
     text = result.stdout.str()
     assert text.count("- ipydevice -") == 1  # one section, for the device error only
     assert "`x in test_forward` is on cpu, `model in test_forward` is on meta" in text
+
+
+@pytest.mark.slow
+def test_pytest_plugin_reports_under_xdist_and_in_junit_xml(pytester):
+    pytester.makepyfile(test_model=DEVICE_TESTS)
+    junit = pytester.path / "junit.xml"
+    result = pytester.runpytest_subprocess("-p", "ipydevice", "-n", "2", f"--junitxml={junit}")
+    result.assert_outcomes(failed=2)
+    text = result.stdout.str()
+    assert "2 workers" in text  # the tests ran in xdist workers
+    assert text.count("- ipydevice -") == 1
+    assert "`x in test_forward` is on cpu, `model in test_forward` is on meta" in text
+    import xml.etree.ElementTree as ET
+
+    cases = {case.get("name"): case for case in ET.parse(junit).iter("testcase")}
+    failure = cases["test_forward"].find("failure")
+    assert failure is not None and "ipydevice · device error" in (failure.text or "")
+    assert "`x in test_forward` is on cpu" in (failure.text or "")
+    other = cases["test_other_failure"].find("failure")
+    assert other is not None and "ipydevice" not in (other.text or "")
+
+
+@pytest.mark.slow
+def test_pytest_plugin_through_its_entry_point(pytester, tmp_path, monkeypatch):
+    """As installed: the pytest11 entry point loads the plugin in every run, once,
+    `-p ipydevice` is harmless beside it and `-p no:ipydevice` turns it off."""
+    site = tmp_path / "site"
+    info = site / "ipydevice_entry-0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: ipydevice-entry\nVersion: 0\n")
+    (info / "entry_points.txt").write_text("[pytest11]\nipydevice = ipydevice.pytest_plugin\n")
+    pytester.makepyfile(test_model=DEVICE_TESTS)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.delenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", raising=False)
+    for args, sections in (((), 1), (("-p", "ipydevice"), 1), (("-p", "no:ipydevice"), 0)):
+        result = pytester.runpytest_subprocess(*args)
+        result.assert_outcomes(failed=2)
+        assert result.stdout.str().count("- ipydevice -") == sections, args
+
+
+def test_pytest_plugin_is_declared_for_pytest():
+    from pathlib import Path
+
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    project = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())["project"]
+    assert project["entry-points"]["pytest11"] == {"ipydevice": "ipydevice.pytest_plugin"}
+    assert "Framework :: Pytest" in project["classifiers"]
 
 
 def test_demo_runs_to_the_end():

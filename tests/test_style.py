@@ -1,4 +1,4 @@
-"""The code stays as ruff and mypy (pinned in the ``test`` extra) want it: lint, format, types."""
+"""The code stays as ruff and mypy (pinned in the ``dev`` dependency group) want it: lint, format, types."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ def tool(name: str) -> list[str]:
     beside = Path(sys.executable).with_name(name)
     found = str(beside) if beside.exists() else shutil.which(name)
     if found is None:
-        pytest.skip(f"{name} is not installed (pip install -e '.[test]')")
+        pytest.skip(f"{name} is not installed (pip install --group dev)")
     return [found]
 
 

@@ -1,13 +1,21 @@
-"""Diagnoses and inventories as pandas DataFrames (pandas is imported here only)."""
+"""Diagnoses and inventories as tidy pandas DataFrames (pandas is imported here only).
+
+One row per object, one value per cell: text columns use pandas' ``string`` dtype
+with ``pd.NA`` where a value is missing or unreadable (never ``''`` or ``'?'``),
+shapes are tuples of ints (``(8, 16)``, ``()`` for a 0-dim tensor), sizes are
+integers. The per-device breakdown of modules, optimizers and containers is a long
+table of its own (``breakdown=True``): one row per object and device, with the
+count of tensors and their bytes as numbers.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 from ipydevice.model import Diagnosis, ObjectRecord
-from ipydevice.render.text import ordered_records, shares_text
+from ipydevice.render.text import ordered_records
 
-__all__ = ["diagnosis_table", "records_table"]
+__all__ = ["breakdown_table", "diagnosis_table", "parse_shape", "records_table"]
 
 COLUMNS = [
     "name",
@@ -18,10 +26,30 @@ COLUMNS = [
     "dtype",
     "nbytes",
     "where",
-    "devices",
     "detail",
     "culprit",
 ]
+TEXT_COLUMNS = ["name", "kind", "type", "device", "dtype", "where", "detail"]
+BREAKDOWN_COLUMNS = ["name", "kind", "type", "device", "count", "nbytes", "culprit"]
+_MISSING = ("", "?")
+
+
+def parse_shape(text: str) -> tuple[int, ...] | None:
+    """``"(8, 16)"`` -> ``(8, 16)``, ``"()"`` -> ``()``; None when there is no shape or
+    it was unreadable."""
+    if len(text) < 2 or text[0] != "(" or text[-1] != ")":
+        return None
+    parts = [p.strip() for p in text[1:-1].split(",") if p.strip()]
+    try:
+        return tuple(int(p) for p in parts)
+    except ValueError:
+        return None
+
+
+def _text(value: str) -> Any:
+    import pandas as pd
+
+    return pd.NA if value in _MISSING else value
 
 
 def records_table(records: list[ObjectRecord], culprits: set[str] | None = None) -> Any:
@@ -29,25 +57,74 @@ def records_table(records: list[ObjectRecord], culprits: set[str] | None = None)
     import pandas as pd
 
     culprits = culprits or set()
-    rows = [
+    rows = []
+    for r in records:
+        shape = parse_shape(r.shape)
+        rows.append(
+            {
+                "name": r.name,
+                "kind": _text(r.kind),
+                "type": _text(r.type_name),
+                "device": _text(r.device),
+                "shape": pd.NA if shape is None else shape,
+                "dtype": _text(r.dtype),
+                "nbytes": r.nbytes if r.nbytes or shape is not None or r.shares else pd.NA,
+                "where": _text(r.where),
+                "detail": _text(r.detail),
+                "culprit": r.name in culprits,
+            }
+        )
+    frame = pd.DataFrame(rows, columns=COLUMNS)
+    return frame.astype(
+        {**dict.fromkeys(TEXT_COLUMNS, "string"), "nbytes": "Int64", "culprit": "boolean"}
+    )
+
+
+def breakdown_table(records: list[ObjectRecord], culprits: set[str] | None = None) -> Any:
+    """One row per object and device: how many tensors of it live there, and their
+    bytes. A tensor is one row (count 1); a module, optimizer or container one row
+    per device it spans."""
+    import pandas as pd
+
+    culprits = culprits or set()
+    rows = []
+    for r in records:
+        shares = r.shares or ()
+        base = {"name": r.name, "kind": _text(r.kind), "type": _text(r.type_name)}
+        culprit = r.name in culprits
+        if shares:
+            for share in shares:
+                rows.append(
+                    {
+                        **base,
+                        "device": _text(share.device),
+                        "count": share.count,
+                        "nbytes": share.nbytes,
+                        "culprit": culprit,
+                    }
+                )
+        else:
+            rows.append(
+                {
+                    **base,
+                    "device": _text(r.device),
+                    "count": 1 if parse_shape(r.shape) is not None else pd.NA,
+                    "nbytes": r.nbytes if parse_shape(r.shape) is not None else pd.NA,
+                    "culprit": culprit,
+                }
+            )
+    frame = pd.DataFrame(rows, columns=BREAKDOWN_COLUMNS)
+    return frame.astype(
         {
-            "name": r.name,
-            "kind": r.kind,
-            "type": r.type_name,
-            "device": r.device,
-            "shape": r.shape,
-            "dtype": r.dtype,
-            "nbytes": r.nbytes,
-            "where": r.where,
-            "devices": shares_text(r),
-            "detail": r.detail,
-            "culprit": r.name in culprits,
+            **dict.fromkeys(["name", "kind", "type", "device"], "string"),
+            "count": "Int64",
+            "nbytes": "Int64",
+            "culprit": "boolean",
         }
-        for r in records
-    ]
-    return pd.DataFrame(rows, columns=COLUMNS)
+    )
 
 
-def diagnosis_table(d: Diagnosis) -> Any:
-    """Every object of the diagnosis, culprits first."""
-    return records_table(ordered_records(d), {f.name for f in d.culprits})
+def diagnosis_table(d: Diagnosis, breakdown: bool = False) -> Any:
+    """Every object of the diagnosis, culprits first (``breakdown``: per device)."""
+    records, culprits = ordered_records(d), {f.name for f in d.culprits}
+    return breakdown_table(records, culprits) if breakdown else records_table(records, culprits)
