@@ -49,7 +49,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ipydevice.census import Inventory
+    from ipydevice.collect.inventory import Inventory
     from ipydevice.model import Diagnosis, Finding, Fix, Problem, Step
     from ipydevice.plugins import AuditContext
 
@@ -81,15 +81,15 @@ def override(**changes: Any) -> AbstractContextManager[Settings]:
 
 
 def diagnose(exc: BaseException | None = None, *, namespace: Any = None) -> Diagnosis:
-    """Explains a device error. See :func:`ipydevice.engine.diagnose`."""
-    from ipydevice.engine import diagnose as _diagnose
+    """Explains a device error. See :func:`ipydevice.diagnosis.engine.diagnose`."""
+    from ipydevice.diagnosis.engine import diagnose as _diagnose
 
     return _diagnose(exc, namespace=namespace)
 
 
 def inventory(namespace: Any = None, names: Any = None) -> Inventory:
-    """Where everything in a namespace lives. See :func:`ipydevice.census.inventory`."""
-    from ipydevice.census import inventory as _inventory
+    """Where everything in a namespace lives. See :func:`ipydevice.collect.inventory.inventory`."""
+    from ipydevice.collect.inventory import inventory as _inventory
 
     return _inventory(namespace, names=names)
 
@@ -97,9 +97,9 @@ def inventory(namespace: Any = None, names: Any = None) -> Inventory:
 def check(*objects: Any, namespace: Any = None, names: Any = None) -> Any:
     """Preflight: every device audit on a model, batch, optimizer, criterion...
 
-    See :func:`ipydevice.audits.check`. The result is falsy when all is well.
+    See :func:`ipydevice.audits.checkup.check`. The result is falsy when all is well.
     """
-    from ipydevice.audits import check as _check
+    from ipydevice.audits.checkup import check as _check
 
     return _check(*objects, namespace=namespace, names=names)
 
@@ -128,42 +128,42 @@ def on_diagnosis(func: Any) -> Any:
 
 def install() -> None:
     """Adds the device report after uncaught tracebacks in plain Python (``sys.excepthook``)."""
-    from ipydevice.excepthook import install as _install
+    from ipydevice.integrations.excepthook import install as _install
 
     _install()
 
 
 def uninstall() -> None:
     """Puts back the ``sys.excepthook`` that was there before :func:`install`."""
-    from ipydevice.excepthook import uninstall as _uninstall
+    from ipydevice.integrations.excepthook import uninstall as _uninstall
 
     _uninstall()
 
 
 def pytest_runtest_makereport(item: Any, call: Any) -> None:
-    """``pytest -p ipydevice``: see :mod:`ipydevice.pytest_plugin`."""
-    from ipydevice.pytest_plugin import record
+    """``pytest -p ipydevice``: see :mod:`ipydevice.integrations.pytest_plugin`."""
+    from ipydevice.integrations.pytest_plugin import record
 
     record(item, call)
 
 
 def pytest_runtest_logreport(report: Any) -> None:
-    """``pytest -p ipydevice``: see :mod:`ipydevice.pytest_plugin`."""
-    from ipydevice.pytest_plugin import attach
+    """``pytest -p ipydevice``: see :mod:`ipydevice.integrations.pytest_plugin`."""
+    from ipydevice.integrations.pytest_plugin import attach
 
     attach(report)
 
 
 def load_ipython_extension(ipython: Any) -> None:
     """``%load_ext ipydevice``: installs the panel hook and ``%devices``."""
-    from ipydevice.ipython import load
+    from ipydevice.integrations.ipython import load
 
     load(ipython)
 
 
 def unload_ipython_extension(ipython: Any) -> None:
     """``%unload_ext ipydevice``: puts the shell back exactly as it was."""
-    from ipydevice.ipython import unload
+    from ipydevice.integrations.ipython import unload
 
     unload(ipython)
 
@@ -178,7 +178,7 @@ def __getattr__(name: str) -> Any:
 
         return AuditContext
     if name == "Inventory":
-        from ipydevice.census import Inventory
+        from ipydevice.collect.inventory import Inventory
 
         return Inventory
     raise AttributeError(f"module 'ipydevice' has no attribute {name!r}")

@@ -219,7 +219,7 @@ class Fix:
         the namespace or the owning container); no generated code is ever run.
         Never raises: a failure is reported in the result.
         """
-        from ipydevice.apply import apply_steps
+        from ipydevice.fixes.apply import apply_steps
 
         return apply_steps(self.steps, namespace)
 
@@ -242,7 +242,7 @@ class Diagnosis:
 
     Attributes:
         is_device_error: the exception is a device-placement error.
-        family: which kind of device error (see ``ipydevice.messages.FAMILIES``).
+        family: which kind of device error (see ``ipydevice.diagnosis.recognise.FAMILIES``).
         kind: ``error`` for an exception, ``warning`` for a warning or log record.
         exc_type: the exception's class name.
         message: the exception's message (first 2,000 characters).

@@ -281,7 +281,7 @@ def _well_formed(fix: Any) -> bool:
     return all(_well_formed_step(step) for step in fix.steps)
 
 
-#: What :meth:`Fix.apply` knows how to do (see :mod:`ipydevice.apply`).
+#: What :meth:`Fix.apply` knows how to do (see :mod:`ipydevice.fixes.apply`).
 _ACTIONS = frozenset(
     {"reassign", "module_to", "to_empty", "optimizer_state", "mapping", "sequence"}
 )

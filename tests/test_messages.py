@@ -1,4 +1,4 @@
-"""Tests for ipydevice.messages: the reference corpus, variants, near misses, properties."""
+"""Tests for ipydevice.diagnosis.recognise: the reference corpus, variants, near misses, properties."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ipydevice import messages
-from ipydevice.messages import (
+from ipydevice.diagnosis import recognise as messages
+from ipydevice.diagnosis.recognise import (
     FAMILIES,
     MessageFacts,
     device_tokens,

@@ -20,7 +20,7 @@ from shells import panels, run, run_captured, singleton_shell
 
 import ipydevice
 from ipydevice import plugins
-from ipydevice.messages import recognise
+from ipydevice.diagnosis.recognise import recognise
 from ipydevice.model import Finding, Fix, Problem, Step
 
 SETUP = """
@@ -351,7 +351,7 @@ def test_a_failing_listener_is_one_line(
 
 
 def test_the_scripts_hook_notifies_too() -> None:
-    from ipydevice.excepthook import report_text
+    from ipydevice.integrations.excepthook import report_text
 
     seen: list[Any] = []
     ipydevice.on_diagnosis(seen.append)

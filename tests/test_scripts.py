@@ -12,7 +12,7 @@ import textwrap
 import pytest
 
 import ipydevice
-from ipydevice import excepthook
+from ipydevice.integrations import excepthook
 
 MISMATCH = """
 import torch
@@ -170,7 +170,7 @@ def test_demo_runs_to_the_end():
 
 
 def test_terminal_ipython_text_follows_the_terminal(monkeypatch, nb):
-    from ipydevice.ipython import panel_bundle
+    from ipydevice.integrations.ipython import panel_bundle
 
     class Tty(io.StringIO):
         def isatty(self) -> bool:

@@ -11,7 +11,7 @@ import runpy
 import sys
 from types import TracebackType
 
-from ipydevice.excepthook import install, uninstall
+from ipydevice.integrations.excepthook import install, uninstall
 
 __all__ = ["run"]
 

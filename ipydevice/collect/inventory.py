@@ -19,11 +19,11 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ipydevice import probe
+from ipydevice.collect import probe
+from ipydevice.collect.namespace import user_namespace
+from ipydevice.collect.paths import format_path
+from ipydevice.collect.scan import SKIP_NAMES, Entry, Scan, record_of, shares_of
 from ipydevice.model import DeviceShare, Finding, ObjectRecord
-from ipydevice.paths import format_path
-from ipydevice.scan import SKIP_NAMES, Entry, Scan, record_of, shares_of
-from ipydevice.session import user_namespace
 from ipydevice.settings import current
 
 __all__ = ["Inventory", "inventory"]
@@ -183,7 +183,7 @@ def _totals(scan: Scan) -> tuple[DeviceShare, ...]:
 def _problems(scan: Scan, roots: list[Entry]) -> list[Finding]:
     """The audits' findings (see :mod:`ipydevice.audits`; registered ones included,
     their failures in the notes), source fixes left to ``--check``."""
-    from ipydevice.audits import problems_of
+    from ipydevice.audits.checkup import problems_of
 
     found = problems_of(roots, scan.notes)
     return [p.finding for p in found if p.finding.rule != "factory_without_device"]
@@ -193,7 +193,7 @@ def _problems(scan: Scan, roots: list[Entry]) -> list[Finding]:
 
 
 def _in_depth(scan: Scan, namespace: Mapping[str, Any], names: list[str]) -> Inventory:
-    from ipydevice.paths import resolve
+    from ipydevice.collect.paths import resolve
 
     records: list[ObjectRecord] = []
     problems: list[Finding] = []

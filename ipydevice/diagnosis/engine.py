@@ -1,10 +1,10 @@
 """From an exception to a :class:`~ipydevice.model.Diagnosis`.
 
-The pipeline: recognise the message (:mod:`ipydevice.messages`), walk the
-traceback's frames (:mod:`ipydevice.frames`), scan the objects they and the failing
-statements hold (:mod:`ipydevice.scan`), name them from the user's namespace,
-choose the target device, rank the culprits (:mod:`ipydevice.culprits`), propose
-fixes (:mod:`ipydevice.fixes`), and keep only text.
+The pipeline: recognise the message (:mod:`ipydevice.diagnosis.recognise`), walk the
+traceback's frames (:mod:`ipydevice.collect.frames`), scan the objects they and the failing
+statements hold (:mod:`ipydevice.collect.scan`), name them from the user's namespace,
+choose the target device, rank the culprits (:mod:`ipydevice.diagnosis.culprits`), propose
+fixes (:mod:`ipydevice.fixes.propose`), and keep only text.
 
 The live objects (frames, tensors, modules) are held by local variables of
 :func:`diagnose` only and are dropped before it returns.
@@ -18,17 +18,17 @@ from collections.abc import Mapping
 from types import TracebackType
 from typing import Any
 
-from ipydevice import compiled, probe
 from ipydevice import settings as _settings
 from ipydevice._debug import debug_enabled, describe_failure
-from ipydevice.advice import advice
-from ipydevice.culprits import Analysis, analyse
-from ipydevice.fixes import propose_fixes
-from ipydevice.frames import FrameView, line_operands, source_location, walk_frames
-from ipydevice.messages import MessageFacts, recognise
+from ipydevice.collect import compiled, probe
+from ipydevice.collect.frames import FrameView, line_operands, source_location, walk_frames
+from ipydevice.collect.namespace import user_namespace
+from ipydevice.collect.scan import Scan
+from ipydevice.diagnosis.advice import advice
+from ipydevice.diagnosis.culprits import Analysis, analyse
+from ipydevice.diagnosis.recognise import MessageFacts, recognise
+from ipydevice.fixes.propose import propose_fixes
 from ipydevice.model import Diagnosis, Finding, Fix, Snapshot
-from ipydevice.scan import Scan
-from ipydevice.session import user_namespace
 
 __all__ = ["collect", "diagnose", "last_exception", "message_of", "recognise_exception"]
 
@@ -199,7 +199,7 @@ def _with_audits(
     the namespace's DataLoaders, (D)DP wrappers or GradScalers, and the registered
     audits (:func:`ipydevice.audit`) over the model, the failing module and the
     culprits. Returns the causes, the fixes and the notes of failing plugins."""
-    from ipydevice.audits import module_problems, problems_of
+    from ipydevice.audits.checkup import module_problems, problems_of
 
     causes = list(analysis.causes)
     extra = list(fixes)
@@ -241,7 +241,7 @@ def _with_audits(
 def _plugin_problems(analysis: Analysis, notes: list[str]) -> list[Any]:
     """The registered audits over the model, the failing module, the culprits and
     their owners, with the target as the device things should be on."""
-    from ipydevice.audits import registered_audits
+    from ipydevice.audits.checkup import registered_audits
 
     top = analysis.top_module
     entries = [top, analysis.failing_module]
@@ -268,8 +268,8 @@ def _family_problems(
 ) -> list[Any]:
     """Audits of the top-level objects the error's family points at (a DataLoader
     for a generator error); the model comes along so that devices compare."""
-    from ipydevice.audits import problems_of
-    from ipydevice.scan import Entry
+    from ipydevice.audits.checkup import problems_of
+    from ipydevice.collect.scan import Entry
 
     kinds = _FAMILY_AUDITS.get(facts.family or "")
     if not kinds:
@@ -304,7 +304,7 @@ def _reference(analysis: Analysis) -> str:
 def _module_label(entry: Any) -> str:
     if entry is None:
         return ""
-    from ipydevice.probe import class_name
+    from ipydevice.collect.probe import class_name
 
     return f"{entry.name} ({class_name(entry.obj)})"
 

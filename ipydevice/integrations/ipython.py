@@ -75,11 +75,11 @@ from ipydevice._debug import debug_enabled, describe_failure
 if TYPE_CHECKING:  # pragma: no cover
     from IPython.core.interactiveshell import ExecutionResult, InteractiveShell
 
-    from ipydevice.audits import Checkup
-    from ipydevice.census import Inventory
+    from ipydevice.audits.checkup import Checkup
+    from ipydevice.collect.inventory import Inventory
+    from ipydevice.integrations.warnings_hook import DeviceWarnings
     from ipydevice.model import Diagnosis
     from ipydevice.settings import Settings
-    from ipydevice.warnings_hook import DeviceWarnings
 
 __all__ = [
     "DeviceMagics",
@@ -232,7 +232,7 @@ def _as_usage_error(stage: str, func: Callable[..., _T], *args: Any) -> _T:
 
 def _is_device_error(exc: BaseException) -> bool:
     """The cheap pre-filter: a regex over the message chain, no torch needed."""
-    from ipydevice import engine
+    from ipydevice.diagnosis import engine
 
     return engine.recognise_exception(exc)[1].is_device_error
 
@@ -245,7 +245,7 @@ def panel_bundle(diagnosis: Diagnosis, terminal: bool = False) -> dict[str, str]
     """
     text = str(diagnosis)
     if terminal:
-        from ipydevice.excepthook import terminal_style
+        from ipydevice.integrations.excepthook import terminal_style
         from ipydevice.render.text import render_diagnosis
 
         width, color = terminal_style(sys.stdout)
@@ -295,7 +295,7 @@ def cell_bound_names(shell: InteractiveShell, raw_cell: str) -> set[str]:
     The cell is first turned into Python the way IPython does (magics, ``!cmd``);
     a cell that does not parse binds nothing.
     """
-    from ipydevice.frames import bound_names
+    from ipydevice.collect.frames import bound_names
 
     try:
         source = shell.transform_cell(raw_cell)
@@ -351,7 +351,7 @@ class _Hook:
     def install_warnings(self) -> None:
         """Chains ``warnings.showwarning`` and adds the library loggers' handler."""
         if self.device_warnings is None:
-            from ipydevice.warnings_hook import DeviceWarnings
+            from ipydevice.integrations.warnings_hook import DeviceWarnings
 
             shell = self.shell
             self.device_warnings = DeviceWarnings(self.show_warning, lambda: shell.user_ns)
@@ -440,7 +440,7 @@ class _Hook:
         names = cell_bound_names(self.shell, raw)
         if not names:
             return
-        from ipydevice import audits
+        from ipydevice.audits import checkup as audits
 
         checkup = audits.watch(self.shell.user_ns, sorted(names))
         if checkup:
@@ -486,7 +486,7 @@ class _Hook:
 
     def widget_view(self, diagnosis: Diagnosis) -> dict[str, Any]:
         """The widget's own mime types; its buttons reach the namespace only when clicked."""
-        from ipydevice.widget import build_panel, view_bundle
+        from ipydevice.render.widget import build_panel, view_bundle
 
         shell = self.shell
         return view_bundle(build_panel(diagnosis, lambda: shell.user_ns, self.insert_code))
@@ -497,7 +497,7 @@ class _Hook:
 
     def diagnose(self, exc: BaseException) -> Diagnosis:
         """:func:`ipydevice.engine.diagnose` against the shell's namespace."""
-        from ipydevice import engine
+        from ipydevice.diagnosis import engine
 
         return engine.diagnose(exc, namespace=self.shell.user_ns)
 
@@ -517,7 +517,7 @@ class _Hook:
         """
         if self.last is not None:
             return self.last
-        from ipydevice import engine
+        from ipydevice.diagnosis import engine
 
         exc = engine.last_exception()
         if exc is not None and _is_device_error(exc):
@@ -658,9 +658,9 @@ class DeviceMagics(Magics):
     def _check(self, names: list[str]) -> Checkup | None:
         """``%devices --check``: plain names are checked by name, paths
         (``model.encoder``, ``batch['x']``) are resolved first."""
-        from ipydevice import audits
-        from ipydevice.census import _parse_path
-        from ipydevice.paths import resolve
+        from ipydevice.audits import checkup as audits
+        from ipydevice.collect.inventory import _parse_path
+        from ipydevice.collect.paths import resolve
 
         self._require_names(names)
         namespace = self.shell.user_ns
@@ -685,7 +685,7 @@ class DeviceMagics(Magics):
         return _guarded("check", run)
 
     def _inventory(self, names: list[str], include_private: bool) -> Inventory:
-        from ipydevice import census
+        from ipydevice.collect import inventory as census
 
         namespace = self.shell.user_ns
         self._require_names(names)

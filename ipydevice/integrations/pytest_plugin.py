@@ -21,7 +21,7 @@ def record(item: Any, call: Any) -> None:
     excinfo = getattr(call, "excinfo", None)
     if excinfo is None or call.when != "call":
         return
-    from ipydevice.excepthook import report_text
+    from ipydevice.integrations.excepthook import report_text
 
     try:
         text = report_text(

@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, cast
 
-from ipydevice import probe
+from ipydevice.collect import probe
+from ipydevice.collect.paths import assign, format_path, resolve
 from ipydevice.model import ApplyResult, Step
-from ipydevice.paths import assign, format_path, resolve
 
 __all__ = ["apply_steps"]
 

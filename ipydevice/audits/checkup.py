@@ -35,13 +35,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ipydevice import probe
-from ipydevice.culprits import same_device
+from ipydevice.collect import probe
+from ipydevice.collect.namespace import user_namespace
+from ipydevice.collect.paths import format_path
+from ipydevice.collect.scan import Entry, Scan
+from ipydevice.diagnosis.culprits import same_device
 from ipydevice.model import Finding, Fix, Problem, Step
-from ipydevice.paths import format_path
 from ipydevice.render.text import plural
-from ipydevice.scan import Entry, Scan
-from ipydevice.session import user_namespace
 from ipydevice.settings import current
 
 #: A container holding more tensors than this is data, not a batch.
@@ -154,7 +154,7 @@ def watch(namespace: Mapping[str, Any], names: Iterable[str]) -> Checkup:
         return Checkup()
     model_name, model = next(iter(models.values()))
     state = probe.module_dict(model)
-    from ipydevice.scan import _dispatch_device
+    from ipydevice.collect.scan import _dispatch_device
 
     device = _dispatch_device(state.get("hf_device_map")) or _first_device(model)
     problems = []
@@ -350,7 +350,7 @@ def _module_to_fix(entry: Entry, device: str) -> Fix:
 
 
 def _unregistered(entry: Entry, rel: tuple, tensor: Any, owner: Any, majority: str) -> Problem:
-    from ipydevice.sources import register_buffer_fix
+    from ipydevice.fixes.source import register_buffer_fix
 
     name = format_path((*entry.path, *rel))
     device = probe.tensor_facts(tensor)[0]
@@ -385,7 +385,7 @@ def _unregistered(entry: Entry, rel: tuple, tensor: Any, owner: Any, majority: s
 
 
 def _plain_list(entry: Entry, rel: tuple, members: list, owner: Any, majority: str) -> Problem:
-    from ipydevice.sources import module_list_fix
+    from ipydevice.fixes.source import module_list_fix
 
     name = format_path((*entry.path, *rel))
     why = f"a plain list of {plural(len(members), 'module')}: .to() and .parameters() never see them (nor does the optimizer)"
@@ -405,7 +405,7 @@ def _plain_list(entry: Entry, rel: tuple, members: list, owner: Any, majority: s
 
 def _factories(entry: Entry, base: str) -> list[Problem]:
     """Factory calls without ``device=`` in the methods of each user module class (once per class)."""
-    from ipydevice.sources import factory_fixes
+    from ipydevice.fixes.source import factory_fixes
 
     view = entry.module
     assert view is not None

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from types import FrameType, TracebackType
 from typing import Any
 
-from ipydevice import probe
+from ipydevice.collect import probe
 from ipydevice.model import FrameSummary
 
 __all__ = [

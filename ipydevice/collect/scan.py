@@ -5,7 +5,7 @@ objects it was given, then :meth:`Scan.records` turns what it saw into
 :class:`~ipydevice.model.ObjectRecord` rows (strings and numbers) and the scan is
 dropped. Every walk is bounded by :mod:`ipydevice.settings` (objects visited,
 items per container, depth, modules per tree) and reports truncation in
-``notes``. All facts come from :mod:`ipydevice.probe`, which reads metadata only.
+``notes``. All facts come from :mod:`ipydevice.collect.probe`, which reads metadata only.
 
 Names follow what the user would type: a namespace path when one reaches the
 object (``batch['input_ids']``, ``model.encoder.layers[3].cache``), else the local
@@ -22,9 +22,9 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ipydevice import probe
+from ipydevice.collect import probe
+from ipydevice.collect.paths import Path, format_path, is_key
 from ipydevice.model import DeviceShare, ObjectRecord
-from ipydevice.paths import Path, format_path, is_key
 from ipydevice.settings import Settings
 
 __all__ = ["SKIP_NAMES", "Entry", "ModuleView", "OptimizerView", "Scan", "record_of", "shares_of"]

@@ -11,7 +11,7 @@ index, Adam's CPU ``step`` (unless capturable/fused). When operands of the faili
 statement are off-target, only they (and the failing module's own misplaced
 parts) are named, so locals that merely sit nearby do not drown the answer.
 
-:class:`Analysis` holds live entries for :mod:`ipydevice.fixes` and is transient.
+:class:`Analysis` holds live entries for :mod:`ipydevice.fixes.propose` and is transient.
 """
 
 from __future__ import annotations
@@ -20,12 +20,12 @@ import os
 from collections import Counter
 from dataclasses import dataclass, field
 
-from ipydevice import probe
-from ipydevice.frames import FrameView
-from ipydevice.messages import MessageFacts
+from ipydevice.collect import probe
+from ipydevice.collect.frames import FrameView
+from ipydevice.collect.paths import Path, format_path
+from ipydevice.collect.scan import Entry, Scan
+from ipydevice.diagnosis.recognise import MessageFacts
 from ipydevice.model import Finding
-from ipydevice.paths import Path, format_path
-from ipydevice.scan import Entry, Scan
 
 __all__ = ["Analysis", "Culprit", "analyse", "meta_subtrees", "same_device"]
 

@@ -9,7 +9,7 @@ token ids of an ``Embedding``). Standard library only.
 
 from __future__ import annotations
 
-from ipydevice.messages import MessageFacts
+from ipydevice.diagnosis.recognise import MessageFacts
 
 __all__ = ["advice", "argument_meaning"]
 

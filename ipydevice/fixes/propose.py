@@ -12,7 +12,7 @@ Three scopes, best first:
 * ``source``: the line to change in a function or class (``device=`` on a factory
   call, ``register_buffer``, ``nn.ModuleList``), with file and line.
 
-Code is built from paths with :mod:`ipydevice.paths` (keys via ``repr``), and
+Code is built from paths with :mod:`ipydevice.collect.paths` (keys via ``repr``), and
 checked with ``ast.parse``; applying a fix follows its steps on live objects and
 never executes the code text.
 """
@@ -23,9 +23,8 @@ import ast
 from dataclasses import dataclass, field
 from typing import Any
 
-from ipydevice import probe
-from ipydevice.culprits import Analysis, Culprit, meta_subtrees
-from ipydevice.frames import (
+from ipydevice.collect import probe
+from ipydevice.collect.frames import (
     FrameView,
     bound_names,
     failing_statement,
@@ -33,12 +32,13 @@ from ipydevice.frames import (
     header_nodes,
     source_location,
 )
-from ipydevice.messages import MessageFacts
+from ipydevice.collect.paths import Path, format_path, is_name
+from ipydevice.collect.scan import Entry, Scan
+from ipydevice.diagnosis.culprits import Analysis, Culprit, meta_subtrees
+from ipydevice.diagnosis.recognise import MessageFacts
+from ipydevice.fixes.rewrite import add_keyword, insert_lines_before, parses, replace_span, segment
+from ipydevice.fixes.source import source_fixes
 from ipydevice.model import Fix, Step
-from ipydevice.paths import Path, format_path, is_name
-from ipydevice.rewrite import add_keyword, insert_lines_before, parses, replace_span, segment
-from ipydevice.scan import Entry, Scan
-from ipydevice.sources import source_fixes
 
 __all__ = ["propose_fixes"]
 

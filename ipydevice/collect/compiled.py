@@ -27,8 +27,8 @@ runs. Checked on torch 2.13 (``tests/test_compile.py``):
 
 Fixes are ``cell`` fixes (the whole cell rewritten) for notebook cells and
 ``source`` fixes (the lines of the statement) for files, like
-:mod:`ipydevice.fixes`. No code is executed: values on the failing line are read
-with :func:`ipydevice.frames.safe_value` (no properties, no ``__getattr__``).
+:mod:`ipydevice.fixes.propose`. No code is executed: values on the failing line are read
+with :func:`ipydevice.collect.frames.safe_value` (no properties, no ``__getattr__``).
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from types import TracebackType
 from typing import Any
 
 from ipydevice._debug import debug_enabled
-from ipydevice.frames import (
+from ipydevice.collect.frames import (
     FrameView,
     cell_number,
     failing_statement,
@@ -51,8 +51,8 @@ from ipydevice.frames import (
     safe_value,
     walk_frames,
 )
+from ipydevice.fixes.rewrite import char_col, parses, replace_span, segment
 from ipydevice.model import Fix, FrameSummary
-from ipydevice.rewrite import char_col, parses, replace_span, segment
 
 __all__ = [
     "before_dynamo",
@@ -218,7 +218,7 @@ def rewritten_fix(
             lineno=1,
             end_lineno=len(lines),
         )
-    from ipydevice.frames import source_location
+    from ipydevice.collect.frames import source_location
 
     start = 0
     while start < min(len(lines), len(rewritten)) and lines[start] == rewritten[start]:

@@ -15,7 +15,7 @@ slowly or wrongly:
 :class:`DeviceWarnings` hooks three places and changes nothing they print:
 
 * ``warnings.showwarning`` is chained: the previous one prints first, exactly as
-  before; only then is a device warning (:func:`ipydevice.messages.recognise`
+  before; only then is a device warning (:func:`ipydevice.diagnosis.recognise.recognise`
   with ``"UserWarning"``) diagnosed. ``warnings.catch_warnings(record=True)``,
   ``simplefilter("ignore")`` and ``-W error`` all act before ``showwarning`` is
   called, so they keep working: with ``-W error`` the warning is an exception
@@ -29,7 +29,7 @@ slowly or wrongly:
 
 A warning has no traceback, so one is built from the live stack at the moment
 of the warning (the cell's frame down to the library's), and
-:func:`ipydevice.engine.diagnose` reads it like an exception's: the failing line
+:func:`ipydevice.diagnosis.engine.diagnose` reads it like an exception's: the failing line
 of the cell (``model.generate(**inputs)``), the module whose method warned, the
 names in the namespace. The diagnosis (text only) is reported right away, under
 the stock output; when the stock output comes later (a root handler set up by
@@ -60,7 +60,7 @@ from typing import TYPE_CHECKING, Any
 from ipydevice._debug import debug_enabled, describe_failure
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ipydevice.frames import FrameView
+    from ipydevice.collect.frames import FrameView
     from ipydevice.model import Diagnosis, Fix
 
 __all__ = [
@@ -146,7 +146,7 @@ def diagnose_warning(
         frame: where the stack is read from (the caller's by default); None-like
             stacks give a message-only diagnosis.
     """
-    from ipydevice import engine
+    from ipydevice.diagnosis import engine
 
     stand_in = DeviceWarningStandIn(message)
     stand_in.__traceback__ = live_traceback(frame, namespace)
@@ -170,9 +170,9 @@ def _assign_fix(diagnosis: Diagnosis, tb: TracebackType | None) -> Fix | None:
     """
     if diagnosis.family != "meta_device" or "no-op" not in diagnosis.message:
         return None
-    from ipydevice.compiled import rewritten_fix
-    from ipydevice.frames import failing_statement, walk_frames
-    from ipydevice.rewrite import add_keyword
+    from ipydevice.collect.compiled import rewritten_fix
+    from ipydevice.collect.frames import failing_statement, walk_frames
+    from ipydevice.fixes.rewrite import add_keyword
 
     views = [v for v in walk_frames(tb, 10_000) if v.is_user]
     try:
@@ -209,7 +209,7 @@ def _lines(view: FrameView) -> list[str]:
 
 
 def _is_device_text(text: str, families: frozenset[str] | None = None) -> bool:
-    from ipydevice.messages import recognise
+    from ipydevice.diagnosis.recognise import recognise
 
     facts = recognise(text, "UserWarning")
     return facts.is_device_error and (families is None or facts.family in families)

@@ -39,7 +39,7 @@ def report_text(exc: BaseException, namespace: Any = None) -> str:
     The diagnosis goes to the :func:`ipydevice.on_diagnosis` listeners too (the
     scripts' hook, ``python -m ipydevice run`` and ``pytest -p ipydevice`` report
     through here)."""
-    from ipydevice.engine import diagnose
+    from ipydevice.diagnosis.engine import diagnose
 
     diagnosis = diagnose(exc, namespace=namespace)
     if not diagnosis.is_device_error:

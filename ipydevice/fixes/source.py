@@ -22,12 +22,18 @@ import inspect
 import linecache
 from typing import Any
 
-from ipydevice import probe
-from ipydevice.culprits import Analysis, Culprit
-from ipydevice.frames import FrameView, frame_tree, is_user_file, iter_statements, source_location
+from ipydevice.collect import probe
+from ipydevice.collect.frames import (
+    FrameView,
+    frame_tree,
+    is_user_file,
+    iter_statements,
+    source_location,
+)
+from ipydevice.collect.scan import Entry, Scan
+from ipydevice.diagnosis.culprits import Analysis, Culprit
+from ipydevice.fixes.rewrite import add_keyword, replace_span, segment
 from ipydevice.model import Finding, Fix
-from ipydevice.rewrite import add_keyword, replace_span, segment
-from ipydevice.scan import Entry, Scan
 
 #: Locals of one caller frame looked at when following an argument outwards.
 _MAX_LOCALS = 200

@@ -1,0 +1,5 @@
+"""Stage 3, fix: ways out of a device error, and performing them.
+
+``propose`` plans the moves and cell rewrites, ``source`` the edits to a class or
+function, ``rewrite`` edits code text, ``apply`` performs a fix's steps by reference.
+"""
