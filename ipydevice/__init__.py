@@ -170,7 +170,9 @@ def unload_ipython_extension(ipython: Any) -> None:
 
 def __getattr__(name: str) -> Any:
     if name in ("Diagnosis", "Finding", "Fix", "Problem", "Step"):
-        from ipydevice import model
+        from ipydevice import fixes, model, render  # the records' views and apply
+
+        del fixes, render
 
         return getattr(model, name)
     if name == "AuditContext":

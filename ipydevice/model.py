@@ -5,14 +5,18 @@ Contract: every class here is a frozen, slotted dataclass whose fields hold only
 objects. No tensor, module, frame, traceback or exception is ever stored, so a
 diagnosis kept in ``Out`` or in a widget keeps no GPU memory alive.
 
-Imports nothing beyond the standard library.
+Records do not render or apply themselves: their ``__str__``, ``_repr_html_``,
+``table()``, ``headline`` and ``Fix.apply`` call the function registered for that
+view (:func:`register_view`). :mod:`ipydevice.render` registers the renderers and
+:mod:`ipydevice.fixes.apply` the applier when they are imported, so this module
+imports nothing beyond the standard library and no import cycle runs through it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 __all__ = [
     "ApplyResult",
@@ -25,9 +29,30 @@ __all__ = [
     "Problem",
     "Snapshot",
     "Step",
+    "View",
+    "register_view",
 ]
 
 Path = tuple[tuple[str, Any], ...]
+
+#: What a record delegates: ``text``, ``html``, ``table`` and ``headline`` of a
+#: :class:`Diagnosis` (filled by :mod:`ipydevice.render`), ``apply`` of a
+#: :class:`Fix` (filled by :mod:`ipydevice.fixes.apply`).
+View = Literal["text", "html", "table", "headline", "apply"]
+
+_VIEWS: dict[str, Callable[..., Any]] = {}
+
+
+def register_view(view: View, func: Callable[..., Any]) -> None:
+    """Makes ``func`` the function records call for ``view``."""
+    _VIEWS[view] = func
+
+
+def _view(view: View) -> Callable[..., Any]:
+    func = _VIEWS.get(view)
+    if func is None:  # neither the engine nor the renderers were imported
+        raise LookupError(f"no {view!r} view registered: import ipydevice.render first")
+    return func
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,9 +244,8 @@ class Fix:
         the namespace or the owning container); no generated code is ever run.
         Never raises: a failure is reported in the result.
         """
-        from ipydevice.fixes.apply import apply_steps
-
-        return apply_steps(self.steps, namespace)
+        result: ApplyResult = _view("apply")(self.steps, namespace)
+        return result
 
     def to_dict(self) -> dict[str, Any]:
         """Plain-dict form (JSON-ready)."""
@@ -290,24 +314,18 @@ class Diagnosis:
     @property
     def headline(self) -> str:
         """One sentence: who is where, and where it should go."""
-        from ipydevice.render.text import headline
-
-        return headline(self)
+        return str(_view("headline")(self))
 
     def table(self) -> Any:
         """Every object in the snapshot as a pandas DataFrame (culprits first)."""
-        from ipydevice.render.table import diagnosis_table
-
-        return diagnosis_table(self)
+        return _view("table")(self)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain-dict form (JSON-ready)."""
         return asdict(self)
 
     def __str__(self) -> str:
-        from ipydevice.render.text import render_diagnosis
-
-        return render_diagnosis(self)
+        return str(_view("text")(self))
 
     def __repr__(self) -> str:
         if not self.is_device_error:
@@ -315,9 +333,7 @@ class Diagnosis:
         return f"<Diagnosis {self.family}: {self.headline}>"
 
     def _repr_html_(self) -> str:
-        from ipydevice.render.html import render_diagnosis_html
-
-        return render_diagnosis_html(self)
+        return str(_view("html")(self))
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
         return {"text/plain": str(self), "text/html": self._repr_html_()}

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from types import TracebackType
 from typing import Any
 
+from ipydevice import render  # noqa: F401  (registers the views a Diagnosis delegates to)
 from ipydevice import settings as _settings
 from ipydevice._debug import debug_enabled, describe_failure
 from ipydevice.collect import compiled, probe

@@ -15,7 +15,7 @@ from typing import Any, cast
 
 from ipydevice.collect import probe
 from ipydevice.collect.paths import assign, format_path, resolve
-from ipydevice.model import ApplyResult, Step
+from ipydevice.model import ApplyResult, Step, register_view
 
 __all__ = ["apply_steps"]
 
@@ -116,3 +116,6 @@ _ACTIONS = {
     "sequence": _sequence,
     "optimizer_state": _optimizer_state,
 }
+
+
+register_view("apply", apply_steps)
