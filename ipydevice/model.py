@@ -19,6 +19,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 __all__ = [
+    "OPTIMIZER_STATE",
+    "Action",
     "ApplyResult",
     "DeviceShare",
     "Diagnosis",
@@ -27,6 +29,7 @@ __all__ = [
     "FrameSummary",
     "ObjectRecord",
     "Problem",
+    "Scope",
     "Snapshot",
     "Step",
     "View",
@@ -34,6 +37,14 @@ __all__ = [
 ]
 
 Path = tuple[tuple[str, Any], ...]
+
+#: What a :class:`Step` does (see :class:`Step`).
+Action = Literal["reassign", "module_to", "to_empty", "optimizer_state", "mapping", "sequence"]
+#: The rule of findings about optimizer state away from its parameters, and the
+#: :class:`Step` action that moves it.
+OPTIMIZER_STATE: Action = "optimizer_state"
+#: Where a fix applies (see :class:`Fix`).
+Scope = Literal["namespace", "cell", "source"]
 
 #: What a record delegates: ``text``, ``html``, ``table`` and ``headline`` of a
 #: :class:`Diagnosis` (filled by :mod:`ipydevice.render`), ``apply`` of a

@@ -9,6 +9,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 PACKAGE = Path(__file__).resolve().parent.parent / "ipydevice"
 
 #: The longest a module may be.
@@ -96,3 +98,13 @@ def test_the_cycle_check_sees_function_level_imports() -> None:
     assert _cycles(graph) == [["a", "b"]]
     # model.py reaches the renderers only through the views they register
     assert not _graph()["ipydevice.model"]
+
+
+@pytest.mark.parametrize("name", sorted(_modules()))
+def test_no_module_over_the_limit(name: str) -> None:
+    path = _modules()[name]
+    relative = path.relative_to(PACKAGE).as_posix()
+    lines = len(path.read_text(encoding="utf-8").splitlines())
+    if relative in TOO_LONG_FOR_NOW:
+        pytest.skip(f"{relative} ({lines} lines) is being split")
+    assert lines <= MAX_LINES, f"{relative} has {lines} lines"

@@ -14,17 +14,41 @@ name and its function (``pos in PosEnc.forward``).
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import operator
-from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from ipydevice.collect import probe
-from ipydevice.collect.paths import Path, format_path, is_key
-from ipydevice.model import DeviceShare, ObjectRecord
+from ipydevice.collect.entries import (
+    Entry,
+    FactsCache,
+    ModuleView,
+    OptimizerView,
+    dispatch_device,
+    optimizer_view,
+    record_of,
+    shares_of,
+)
+from ipydevice.collect.paths import Path, format_path
+from ipydevice.collect.walk import (
+    ATOM_IDS,
+    SKIP,
+    UNWALKED_TYPES,
+    WALK,
+    child_step,
+    classify,
+    container_items,
+    held_modules,
+    is_container,
+    kind_of,
+    module_children,
+    named_items,
+    only_usual_attributes,
+    plain_name,
+    public_items,
+)
+from ipydevice.model import ObjectRecord
 from ipydevice.settings import Settings
 
 __all__ = ["SKIP_NAMES", "Entry", "ModuleView", "OptimizerView", "Scan", "record_of", "shares_of"]
@@ -32,158 +56,9 @@ __all__ = ["SKIP_NAMES", "Entry", "ModuleView", "OptimizerView", "Scan", "record
 #: Namespace names that are IPython's own bookkeeping, never the user's objects.
 SKIP_NAMES = frozenset({"In", "Out", "exit", "quit", "get_ipython"})
 
-#: Module attributes that are torch's own machinery, not user state.
-_MODULE_INTERNALS = frozenset({"_parameters", "_buffers", "_modules", "training"})
-
-_UNWALKED_TYPES = (str, bytes, bytearray, int, float, complex, bool, type(None), range)
-
-#: ids of those exact types: ``id(type(obj)) in _ATOM_IDS`` answers "nothing to
-#: scan here" without comparing or hashing a (possibly hostile) class. The common
-#: leaves of big containers (ints, floats, strings) take this fast path.
-_ATOM_IDS = frozenset(id(kind) for kind in _UNWALKED_TYPES)
-
 _BUDGET_NOTE = "scan stopped after {} objects"
 
-_STR_ONLY = {str}
 _FIRST, _SECOND = operator.itemgetter(0), operator.itemgetter(1)
-
-
-class _FactsCache:
-    """:func:`probe.tensor_facts`, read once per tensor per scan: a layer's
-    parameters are counted by its own view, its block's and its model's.
-
-    Holds the tensors (which pins their ids) only as long as the scan: it is
-    shared by the scan's module views and refers to nothing else, so no
-    reference cycle keeps a scan, and its tensors, waiting for the collector.
-    """
-
-    __slots__ = ("_placed", "_seen")
-
-    def __init__(self) -> None:
-        self._seen: dict[int, tuple[Any, tuple[str, str, str, int, str]]] = {}
-        self._placed: dict[int, tuple[Any, tuple[str, int]]] = {}
-
-    def __call__(self, tensor: Any) -> tuple[str, str, str, int, str]:
-        found = self._seen.get(id(tensor))
-        if found is None or found[0] is not tensor:
-            found = (tensor, probe.tensor_facts(tensor))
-            self._seen[id(tensor)] = found
-        return found[1]
-
-    def placement(self, tensor: Any) -> tuple[str, int]:
-        """``(device, nbytes)`` alone (:func:`probe.placement`): a model's hundreds
-        of parameters are counted by device, and only the rows shown need more."""
-        found = self._seen.get(id(tensor))
-        if found is not None and found[0] is tensor:
-            return found[1][0], found[1][3]
-        placed = self._placed.get(id(tensor))
-        if placed is None or placed[0] is not tensor:
-            placed = (tensor, probe.placement(tensor))
-            self._placed[id(tensor)] = placed
-        return placed[1]
-
-
-@dataclass(eq=False)
-class ModuleView:
-    """What a module holds, split the way ``.to()`` sees it (transient)."""
-
-    registered: list[tuple[Path, Any, str]] = field(default_factory=list)
-    attributes: list[tuple[Path, Any, Any]] = field(default_factory=list)
-    plain_lists: list[tuple[Path, list[tuple[Path, Any]], Any]] = field(default_factory=list)
-    dispatch_device: str = ""
-    truncated: bool = False
-    submodules: list[tuple[Path, Any]] = field(default_factory=list)
-    #: public attributes (of the module or a submodule) that are lists, tuples,
-    #: dicts or optimizers: what a naming walk must still look into.
-    held: list[tuple[Path, Any]] = field(default_factory=list)
-    placement: Callable[[Any], tuple[str, int]] = probe.placement
-    _shares: tuple[DeviceShare, ...] | None = None
-
-    def shares(self) -> tuple[DeviceShare, ...]:
-        """Registered parameters and buffers per device, biggest count first."""
-        if self._shares is None:
-            self._shares = shares_of((t for _, t, _ in self.registered), self.placement)
-        return self._shares
-
-    def majority(self) -> str:
-        """The device most registered tensors live on ('' when none)."""
-        shares = self.shares()
-        return shares[0].device if shares else ""
-
-
-@dataclass(eq=False)
-class OptimizerView:
-    """An optimizer's parameters and state, state compared per parameter (transient)."""
-
-    params: list[Any] = field(default_factory=list)
-    state: list[tuple[Any, str, Any, bool]] = field(default_factory=list)
-
-    def misplaced(self) -> list[tuple[Any, str, str, str]]:
-        """``(param, key, state_device, param_device)`` for state away from its param.
-
-        ``step`` is exempt unless the group is capturable or fused: PyTorch keeps it
-        as a CPU scalar on purpose.
-        """
-        out = []
-        for param, key, tensor, step_exempt in self.state:
-            if key == "step" and step_exempt:
-                continue
-            state_dev = probe.tensor_facts(tensor)[0]
-            param_dev = probe.tensor_facts(param)[0]
-            # An unreadable device ("?") is no evidence of a misplacement, and
-            # would otherwise become the diagnosis' target.
-            if state_dev != param_dev and probe.UNKNOWN not in (state_dev, param_dev):
-                out.append((param, key, state_dev, param_dev))
-        return out
-
-
-@dataclass(eq=False)
-class Entry:
-    """One object seen by a scan (transient: holds the live object)."""
-
-    obj: Any
-    path: Path
-    where: str
-    kind: str
-    parent_kind: str = ""
-    operand: bool = False
-    on_line: bool = False
-    is_index: bool = False
-    order: int = 0
-    named: bool = False
-    owner: Entry | None = None
-    user: bool = False
-    frame: int = 1_000
-    container: Any = None
-    module: ModuleView | None = None
-    optimizer: OptimizerView | None = None
-    _facts: tuple[str, str, str, int, str] | None = None
-    #: the scan's facts, shared with its module views (None: read alone)
-    shared: _FactsCache | None = None
-
-    @property
-    def facts(self) -> tuple[str, str, str, int, str]:
-        """:func:`probe.tensor_facts` of the object, read once."""
-        if self._facts is None:
-            shared = self.shared
-            self._facts = probe.tensor_facts(self.obj) if shared is None else shared(self.obj)
-        return self._facts
-
-    @property
-    def device(self) -> str:
-        """The object's device alone (the first of :attr:`facts`), read cheaply
-        when the other facts were not needed yet."""
-        if self._facts is not None:
-            return self._facts[0]
-        shared = self.shared
-        return probe.placement(self.obj)[0] if shared is None else shared.placement(self.obj)[0]
-
-    @property
-    def name(self) -> str:
-        text = format_path(self.path)
-        if self.named or not self.path or self.path[0][0] != "local":
-            return text
-        return f"{text} in {self.where}"
 
 
 class Scan:
@@ -197,7 +72,7 @@ class Scan:
         self._warned: set[str] = set()
         self._walk_kinds: dict[int, tuple[type, int, bool]] = {}
         self._tensor_types: set[int] = set()
-        self._facts = _FactsCache()
+        self._facts = FactsCache()
         self._roots: tuple[Mapping[str, Any], list[tuple[str, Any, int]]] | None = None
 
     # -- collecting ---------------------------------------------------------------
@@ -215,7 +90,7 @@ class Scan:
                 # rather than ``input in Linear.forward``).
                 entry.path, entry.where, entry.user = path, where, True
             return entry
-        kind = _kind_of(obj)
+        kind = kind_of(obj)
         if kind is None:
             return None
         entry = Entry(obj, path, where, kind, order=len(self.entries), shared=self._facts, **flags)
@@ -223,7 +98,7 @@ class Scan:
         if kind == "module":
             entry.module = self._module_view(entry)
         elif kind == "optimizer":
-            entry.optimizer = _optimizer_view(obj)
+            entry.optimizer = optimizer_view(obj)
         elif kind == "container":
             self._add_children(entry, flags)
         return entry
@@ -235,7 +110,7 @@ class Scan:
         inherited = {k: v for k, v in flags.items() if k in ("operand", "on_line")}
         for step, child in self._children(parent.obj, parent.path):
             # Atoms first: up to max_objects x max_items children pass here.
-            if id(type(child)) in _ATOM_IDS:
+            if id(type(child)) in ATOM_IDS:
                 continue
             seen = self.entries.get(id(child))
             if seen is not None:
@@ -243,7 +118,7 @@ class Scan:
                 continue
             if self._spent():
                 return
-            if _kind_of(child) is None:
+            if kind_of(child) is None:
                 continue
             entry = self.add(
                 child,
@@ -315,29 +190,29 @@ class Scan:
         into ``view``; returns its submodules. Every module of a model pays this."""
         state = probe.module_dict(module)
         if not view.dispatch_device and not rel:
-            view.dispatch_device = _dispatch_device(state.get("hf_device_map"))
+            view.dispatch_device = dispatch_device(state.get("hf_device_map"))
         limit = self.settings.max_items
         registered = view.registered
         tensor_types = self._tensor_types
         for slot, kind in (("_parameters", "parameter"), ("_buffers", "buffer")):
-            for name, tensor in _named_items(state.get(slot), limit):
+            for name, tensor in named_items(state.get(slot), limit):
                 if id(type(tensor)) in tensor_types or self._is_tensor(tensor):
                     registered.append(((*rel, ("attr", name)), tensor, kind))
         children = []
-        submodules = _named_items(state.get("_modules"), limit)
+        submodules = named_items(state.get("_modules"), limit)
         if submodules:
             container = probe.class_name(module)
             for name, child in submodules:
                 if child is not None:
-                    children.append((child, (*rel, _child_step(container, name))))
-        if _only_usual_attributes(module, state):
+                    children.append((child, (*rel, child_step(container, name))))
+        if only_usual_attributes(module, state):
             return children  # nn.Linear & co. with nothing the user added
-        for name, value in _public_items(state, self.settings.max_items):
+        for name, value in public_items(state, self.settings.max_items):
             if probe.is_tensor(value):
                 view.attributes.append(((*rel, ("attr", name)), value, module))
             elif probe.is_a(value, (list, tuple, dict)):
                 view.held.append(((*rel, ("attr", name)), value))
-                held = _held_modules(value, (*rel, ("attr", name)), self.settings.max_items)
+                held = held_modules(value, (*rel, ("attr", name)), self.settings.max_items)
                 if held:
                     view.plain_lists.append(((*rel, ("attr", name)), held, module))
             elif probe.is_optimizer(value):
@@ -397,7 +272,7 @@ class Scan:
             found = self._namespace_items(namespace, wanted)
             # A deep search of the same namespace (later in this diagnosis) starts
             # from its containers and modules: kept, so the namespace is read once.
-            self._roots = (namespace, [item for item in found if item[2] == _WALK])
+            self._roots = (namespace, [item for item in found if item[2] == WALK])
             for name, value, _ in found:
                 if id(value) in wanted:  # (two names for one object: the first wins)
                     wanted -= self._rename(self.entries[id(value)], (("name", name),))
@@ -418,9 +293,9 @@ class Scan:
             roots = self._namespace_items(namespace, wanted)
         for name, value, category in roots:
             key = id(value)
-            if key in wanted and category != _SKIP:
+            if key in wanted and category != SKIP:
                 wanted -= self._rename(self.entries[key], (("name", name),))
-            if key in queued or category != _WALK:
+            if key in queued or category != WALK:
                 continue
             if len(queue) >= room:
                 dropped = True  # it could never be visited within the budget
@@ -448,9 +323,9 @@ class Scan:
                 children = (
                     ((step,), child)
                     for step, child in self._children(obj, path)
-                    if id(type(child)) not in _ATOM_IDS  # an int is never wanted, holds nothing
+                    if id(type(child)) not in ATOM_IDS  # an int is never wanted, holds nothing
                 )
-                container = obj if _is_container(obj) else None
+                container = obj if is_container(obj) else None
             for steps, child in children:
                 key = id(child)
                 if key in wanted:
@@ -489,14 +364,14 @@ class Scan:
         return self._type_facts(obj)[2]
 
     def _type_facts(self, obj: Any) -> tuple[type, int, bool]:
-        """``(type, namespace category, walks)`` for ``obj`` (see :func:`_classify`),
+        """``(type, namespace category, walks)`` for ``obj`` (see :func:`classify`),
         decided once per type per scan: every test reads the type alone."""
         kind = type(obj)
         cached = self._walk_kinds.get(id(kind))
         if cached is None:
             # The type is kept beside its id so that the id cannot be reused
             # while this scan lives; the scan, and so the cache, is transient.
-            cached = (kind, *_classify(obj))
+            cached = (kind, *classify(obj))
             self._walk_kinds[id(kind)] = cached
         return cached
 
@@ -504,7 +379,7 @@ class Scan:
         self, namespace: Mapping[str, Any], wanted: set[int]
     ) -> list[tuple[str, Any, int]]:
         """``(name, value, category)`` for the public names worth a look: the wanted
-        objects and those with something inside (:data:`_WALK`), in namespace order.
+        objects and those with something inside (:data:`WALK`), in namespace order.
 
         A namespace may hold 10,000 tensors beside a few models and batches, and
         this runs right after IPython's traceback has left the CPU caches cold:
@@ -530,7 +405,7 @@ class Scan:
         out: list[tuple[str, Any, int]] = []
         for index in picked:
             key, value = keys[index], values[index]
-            name = key if type(key) is str else _plain_name(key)
+            name = key if type(key) is str else plain_name(key)
             if name is None or name.startswith("_") or name in SKIP_NAMES:
                 continue
             out.append((name, value, kinds[id(types[index])][1]))
@@ -543,7 +418,7 @@ class Scan:
         for kind in distinct:
             if id(kind) not in kinds:
                 self._type_facts(values[types.index(kind)])  # one value decides a type
-        walking = {kind for kind in distinct if kinds[id(kind)][1] == _WALK}
+        walking = {kind for kind in distinct if kinds[id(kind)][1] == WALK}
         everywhere = range(len(values))
         picked = set(itertools.compress(everywhere, map(walking.__contains__, types)))
         picked.update(itertools.compress(everywhere, map(wanted.__contains__, map(id, values))))
@@ -554,7 +429,7 @@ class Scan:
         picked = []
         for index, value in enumerate(values):
             category = self._type_facts(value)[1]
-            if category == _WALK or id(value) in wanted:
+            if category == WALK or id(value) in wanted:
                 picked.append(index)
         return picked
 
@@ -587,16 +462,16 @@ class Scan:
     # -- children of one object -------------------------------------------------------
 
     def _children(self, obj: Any, path: Path) -> Iterator[tuple[tuple[str, Any], Any]]:
-        if probe.is_tensor(obj) or probe.is_a(obj, _UNWALKED_TYPES):
+        if probe.is_tensor(obj) or probe.is_a(obj, UNWALKED_TYPES):
             return
         if probe.is_module(obj):
-            yield from _module_children(obj, self.settings.max_items)
+            yield from module_children(obj, self.settings.max_items)
             return
         if probe.is_optimizer(obj):
             yield ("attr", "state"), probe.module_dict(obj).get("state")
             return
         limit = self.settings.max_items
-        items = _container_items(obj, limit + 1)
+        items = container_items(obj, limit + 1)
         if items is None:
             return
         if len(items) > limit:
@@ -652,414 +527,4 @@ def _descends(entry: Entry, ancestor: Entry) -> bool:
     return False
 
 
-def _is_atom(obj: Any) -> bool:
-    """An exact int, float, str, ...: nothing to scan, decided by type identity."""
-    return id(type(obj)) in _ATOM_IDS
-
-
-def _kind_of(obj: Any) -> str | None:
-    if _is_atom(obj):
-        return None
-    if probe.is_tensor(obj):
-        return "parameter" if probe.class_name(obj) == "Parameter" else "tensor"
-    if probe.is_module(obj):
-        return "module"
-    if probe.is_optimizer(obj):
-        return "optimizer"
-    if _is_container(obj):
-        return "container"
-    return None
-
-
-def _is_container(obj: Any) -> bool:
-    kind = type(obj)
-    if issubclass(kind, (dict, list, tuple)):
-        return True
-    try:
-        if issubclass(kind, Mapping) and callable(getattr(kind, "to", None)):
-            return True
-        # is_dataclass reads a class attribute: a metaclass __getattr__ may raise.
-        return dataclasses.is_dataclass(kind) and not probe.is_a(obj, type)
-    except Exception:
-        return False
-
-
-#: What a naming walk does with a namespace value (see :func:`_classify`).
-_SKIP, _LEAF, _WALK = 0, 1, 2
-
-
-def _classify(obj: Any) -> tuple[int, bool]:
-    """``(category, walks)``, from ``type(obj)`` only (``callable`` reads the type).
-
-    ``walks``: :meth:`Scan._children` may find something inside (a module,
-    optimizer, container, mapping or dataclass). ``category``, for a namespace
-    value: :data:`_SKIP` for what is never named (atoms, classes, functions),
-    :data:`_WALK` when it walks, else :data:`_LEAF` (a tensor: named, not walked).
-    """
-    kind = type(obj)
-    if id(kind) in _ATOM_IDS:
-        return _SKIP, False
-    walks = _walkable(obj)
-    if probe.is_a(obj, type) or (callable(obj) and not probe.is_module(obj)):
-        return _SKIP, walks
-    return (_WALK if walks else _LEAF), walks
-
-
-def _walkable(obj: Any) -> bool:
-    if probe.is_tensor(obj) or probe.is_a(obj, _UNWALKED_TYPES):
-        return False
-    if probe.is_module(obj) or probe.is_optimizer(obj):
-        return True
-    kind = type(obj)
-    try:
-        return issubclass(kind, (list, tuple, dict, Mapping)) or dataclasses.is_dataclass(kind)
-    except Exception:
-        return False
-
-
-def _container_items(obj: Any, limit: int) -> list[tuple[tuple[str, Any], Any]] | None:
-    """Up to ``limit`` (step, child) pairs of a container, or None if not one."""
-    kind = type(obj)
-    try:
-        if issubclass(kind, tuple) and hasattr(kind, "_fields"):
-            # range() bounds the walk: _fields may be endless, the tuple huge.
-            triples = zip(range(limit), kind._fields, tuple.__iter__(obj), strict=False)
-            named = ((_plain_name(name), value) for _, name, value in triples)
-            return [(("attr", n), value) for n, value in named if n is not None]
-        if issubclass(kind, (list, tuple)):
-            values = list.__iter__(obj) if issubclass(kind, list) else tuple.__iter__(obj)
-            # zip stops at range's end without pulling an item past the limit.
-            pairs = zip(range(limit), values, strict=False)
-            return [(("item", index), value) for index, value in pairs]
-        if issubclass(kind, dict):
-            return [(("item", k), v) for k, v in _keyed_items(obj, limit)]
-        if issubclass(kind, Mapping):
-            data = probe.module_dict(obj).get("data")
-            if probe.is_a(data, dict):
-                return [(("item", k), v) for k, v in _keyed_items(data, limit)]
-            return None
-        if dataclasses.is_dataclass(kind):
-            names = [f.name for f in dataclasses.fields(kind)][:limit]
-            state = probe.module_dict(obj)
-            return [(("attr", n), state[n]) for n in names if n in state]
-    except Exception:
-        return None
-    return None
-
-
-def _plain_key(key: Any) -> str | int | None:
-    """``key`` as an exact ``str`` or ``int`` (bool excluded), else None.
-
-    Paths are rendered with ``repr``/``format`` and kept in snapshots: a key of a
-    ``str`` or ``int`` subclass (an enum member, a class with its own ``__repr__``)
-    becomes the plain value, which dicts look up alike. Other keys are not named.
-    """
-    kind = type(key)
-    if kind is str or kind is int:
-        return key
-    if issubclass(kind, str):
-        return str.__str__(key)  # the plain characters: no user __str__ runs
-    if issubclass(kind, int) and not issubclass(kind, bool):
-        return int.__index__(key)
-    return None
-
-
-def _plain_name(key: Any) -> str | None:
-    """An attribute or namespace name as an exact ``str``, else None."""
-    name = _plain_key(key)
-    return name if type(name) is str else None
-
-
-def _keyed_items(mapping: Any, limit: int) -> list[tuple[str | int, Any]]:
-    """Dict items whose keys can be written as literals, keys made plain."""
-    out = []
-    for key, value in _dict_items(mapping, limit):
-        plain = _plain_key(key)
-        if plain is not None and is_key(plain):
-            out.append((plain, value))
-    return out
-
-
-def _named_items(mapping: Any, limit: int) -> list[tuple[str, Any]]:
-    """Dict items with plain ``str`` keys (module registries, ``__dict__``)."""
-    if type(mapping) is dict and len(mapping) <= limit:
-        # The common case (a module's registries): dict's own C-level items, and
-        # the keys' types checked in C.
-        if not mapping:
-            return []
-        try:
-            items = list(mapping.items())
-            if set(map(type, mapping)) == _STR_ONLY:
-                return items
-        except Exception:  # changed while read, or a key type with a hostile __hash__
-            pass
-    out = []
-    for key, value in _dict_items(mapping, limit):
-        if type(key) is str:  # the common case, without a call
-            out.append((key, value))
-        else:
-            name = _plain_name(key)
-            if name is not None:
-                out.append((name, value))
-    return out
-
-
-def _dict_items(mapping: Any, limit: int) -> list[tuple[Any, Any]]:
-    if not probe.is_a(mapping, dict):
-        return []
-    try:
-        # dict's own C-level view: a subclass's items() is never called.
-        return list(itertools.islice(dict.items(mapping), limit))
-    except Exception:
-        pass
-    out: list[tuple[Any, Any]] = []  # changed during iteration (another thread)
-    try:
-        for key, value in dict.items(mapping):
-            if len(out) >= limit:
-                break
-            out.append((key, value))
-    except Exception:
-        return out
-    return out
-
-
-def _child_step(container: str, name: str) -> tuple[str, Any]:
-    if container in ("ModuleList", "Sequential") and name.isdigit():
-        return ("item", int(name))
-    if container == "ModuleDict" or not name.isidentifier():
-        return ("item", name)
-    return ("attr", name)
-
-
-def _module_children(module: Any, limit: int) -> Iterator[tuple[tuple[str, Any], Any]]:
-    state = probe.module_dict(module)
-    container = probe.class_name(module)
-    for name, child in _named_items(state.get("_modules"), limit):
-        if child is not None:
-            yield _child_step(container, name), child
-    for slot in ("_parameters", "_buffers"):
-        for name, tensor in _named_items(state.get(slot), limit):
-            if tensor is not None:
-                yield ("attr", name), tensor
-    for name, value in _public_items(state, limit):
-        if (
-            probe.is_tensor(value)
-            or probe.is_a(value, (list, tuple, dict))
-            or probe.is_optimizer(value)
-        ):
-            yield ("attr", name), value
-
-
-#: torch module class id -> (the class, its instances' usual attribute names).
-_USUAL_ATTRIBUTES: dict[int, tuple[type, frozenset[str]]] = {}
-
-
-def _only_usual_attributes(module: Any, state: dict) -> bool:
-    """True when a torch module class's instance holds only the attributes its
-    class always sets (``in_features``, ``eps``...): nothing for the attribute
-    walk to find. Most modules of a big model are such (``nn.Linear``), and the
-    check is one C-level key-set comparison.
-
-    The usual set of a class is learnt from its first instance seen holding no
-    tensor, list or dict outside the registries; an instance with any other
-    attribute (``model.cache = ...`` on an ``nn.Linear``) is walked.
-    """
-    kind = type(module)
-    known = _USUAL_ATTRIBUTES.get(id(kind))
-    if known is not None and known[0] is kind:
-        return state.keys() <= known[1]
-    module_name = kind.__dict__.get("__module__", "")
-    if not (isinstance(module_name, str) and module_name.startswith("torch.")):
-        return False
-    if all(
-        key[:1] == "_" or id(type(value)) in _ATOM_IDS
-        for key, value in _dict_items(state, 256)
-        if type(key) is str
-    ):
-        _USUAL_ATTRIBUTES[id(kind)] = (kind, frozenset(k for k in state if type(k) is str))
-    return False
-
-
-def _public_items(state: Any, limit: int) -> list[tuple[str, Any]]:
-    """A module's public instance attributes that may hold something: names not
-    starting with ``_`` nor torch's machinery, atoms (ints, floats, strings)
-    left out. Every module of a model pays this: ``nn.Module``'s own two dozen
-    attributes (hooks, registries) are set aside in C, and only the rest is read."""
-    base = _module_base_keys()
-    if base and type(state) is dict:
-        try:
-            extra = state.keys() - base
-        except Exception:  # a key with a hostile __hash__: the plain walk below
-            extra = None
-        if extra is not None:
-            # In the __dict__'s order, so that names and reports do not depend on
-            # string hashing.
-            keys = list(extra) if len(extra) < 2 else [k for k in state if k in extra]
-            return _public_of((k, state.get(k)) for k in keys[:limit])
-    return _public_of(_dict_items(state, limit))
-
-
-def _public_of(items: Iterable[tuple[Any, Any]]) -> list[tuple[str, Any]]:
-    out = []
-    for key, value in items:
-        if type(key) is not str:
-            key = _plain_name(key)
-            if key is None:
-                continue
-        if key[:1] != "_" and id(type(value)) not in _ATOM_IDS and key not in _MODULE_INTERNALS:
-            out.append((key, value))
-    return out
-
-
-_BASE_KEYS: list[Any] = [None, frozenset()]
-
-
-def _module_base_keys() -> frozenset[Any]:
-    """The attributes every ``nn.Module`` instance has (``training``, ``_parameters``,
-    the hook dicts...), learnt from a bare ``nn.Module()`` of the torch imported."""
-    torch = probe.torch_module()
-    if torch is None:
-        return frozenset()
-    if _BASE_KEYS[0] is not torch:
-        try:
-            keys = frozenset(k for k in vars(torch.nn.Module()) if type(k) is str)
-        except Exception:
-            keys = frozenset()
-        _BASE_KEYS[:] = [torch, keys]
-    return _BASE_KEYS[1]
-
-
-def _held_modules(value: Any, path: Path, limit: int) -> list[tuple[Path, Any]]:
-    items = _container_items(value, limit) or []
-    return [((*path, step), child) for step, child in items if probe.is_module(child)]
-
-
-def _dispatch_device(device_map: Any) -> str:
-    """The first execution device of an accelerate/transformers ``hf_device_map``."""
-    if not probe.is_a(device_map, dict):
-        return ""
-    for value in dict.values(device_map):
-        if type(value) is int:
-            return f"cuda:{value}"
-        if type(value) is str and value not in ("disk",):
-            return value
-        return probe.device_str(value)
-    return ""
-
-
-def _optimizer_view(opt: Any) -> OptimizerView:
-    view = OptimizerView()
-    state = probe.module_dict(opt)
-    groups: Any = state.get("param_groups")
-    exempt: dict[int, bool] = {}
-    # list.__iter__ and dict.get, not the objects' own: param_groups may be any
-    # list or dict subclass, and flags are compared with ``is True``, never bool().
-    for group in list.__iter__(groups) if probe.is_a(groups, list) else []:
-        if not probe.is_a(group, dict):
-            continue
-        step_exempt = not (
-            dict.get(group, "capturable") is True or dict.get(group, "fused") is True
-        )
-        params: Any = dict.get(group, "params")
-        for param in list.__iter__(params) if probe.is_a(params, list) else []:
-            view.params.append(param)
-            exempt[id(param)] = step_exempt
-    for param, per_param in _dict_items(state.get("state"), 100_000):
-        # State is keyed by parameter: any other key has no device to compare with.
-        if not probe.is_tensor(param) or not probe.is_a(per_param, dict):
-            continue
-        for key, value in _named_items(per_param, 64):
-            if probe.is_tensor(value):
-                view.state.append((param, key, value, exempt.get(id(param), True)))
-    return view
-
-
-def shares_of(
-    tensors: Any, placement: Callable[[Any], tuple[str, int]] = probe.placement
-) -> tuple[DeviceShare, ...]:
-    """Tensors counted per device, biggest count first (ties: most bytes)."""
-    counts: Counter[str] = Counter()
-    sizes: Counter[str] = Counter()
-    for tensor in tensors:
-        device, nbytes = placement(tensor)
-        counts[device] += 1
-        sizes[device] += nbytes
-    ordered = sorted(counts, key=lambda d: (-counts[d], -sizes[d], d))
-    return tuple(DeviceShare(d, counts[d], sizes[d]) for d in ordered)
-
-
-def record_of(entry: Entry, limit: int = 200) -> ObjectRecord:
-    """Turns one transient entry into a row of strings and numbers."""
-    obj = entry.obj
-    base: dict[str, Any] = {
-        "name": entry.name,
-        "kind": entry.kind,
-        "type_name": probe.class_name(obj),
-        "where": entry.where,
-    }
-    base.update(
-        path=entry.path if entry.named else (),
-        parent_kind=entry.parent_kind,
-        is_index=entry.is_index,
-    )
-    if entry.kind in ("tensor", "parameter", "buffer", "attribute", "optimizer state"):
-        device, shape, dtype, nbytes, detail = entry.facts
-        return ObjectRecord(
-            device=device, shape=shape, dtype=dtype, nbytes=nbytes, detail=detail, **base
-        )
-    if entry.module is not None:
-        shares = entry.module.shares()
-        detail = _module_detail(entry.module)
-        return ObjectRecord(
-            device=_one_device(shares),
-            nbytes=sum(s.nbytes for s in shares),
-            shares=shares,
-            detail=detail,
-            **base,
-        )
-    if entry.optimizer is not None:
-        shares = shares_of(entry.optimizer.params)
-        detail = (
-            f"{len(entry.optimizer.params)} parameters, {len(entry.optimizer.state)} state tensors"
-        )
-        return ObjectRecord(device=_one_device(shares), shares=shares, detail=detail, **base)
-    items = _container_items(obj, limit + 1) or []
-    children = (child for _, child in items[:limit] if id(type(child)) not in _ATOM_IDS)
-    shares = shares_of(child for child in children if probe.is_tensor(child))
-    size = _safe_len(obj)
-    detail = f"{size} items" if size >= 0 else ""
-    if len(items) > limit:
-        detail += f" (first {limit} scanned)"
-    return ObjectRecord(
-        device=_one_device(shares),
-        nbytes=sum(s.nbytes for s in shares),
-        shares=shares,
-        detail=detail,
-        **base,
-    )
-
-
-def _safe_len(obj: Any) -> int:
-    for base in (list, tuple, dict):
-        if probe.is_a(obj, base):
-            return base.__len__(obj)
-    return -1
-
-
-def _one_device(shares: tuple[DeviceShare, ...]) -> str:
-    if not shares:
-        return ""
-    return shares[0].device if len(shares) == 1 else "mixed"
-
-
-def _module_detail(view: ModuleView) -> str:
-    params = sum(1 for _, _, kind in view.registered if kind == "parameter")
-    buffers = len(view.registered) - params
-    parts = [f"{params} parameters"]
-    if buffers:
-        parts.append(f"{buffers} buffers")
-    if view.attributes:
-        parts.append(f"{len(view.attributes)} unregistered tensors")
-    if view.dispatch_device:
-        parts.append("dispatched (hf_device_map)")
-    return ", ".join(parts)
+#: What a naming walk does with a namespace value (see :func:`classify`).

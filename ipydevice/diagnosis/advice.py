@@ -1,4 +1,5 @@
-"""One sentence of advice per family of device error, from the message alone.
+"""One sentence of advice per device error, from the message alone (a family's own
+advice lives in its file under :mod:`ipydevice.diagnosis.families`).
 
 Used as the headline when no live object could be examined (an exception without a
 traceback, a warning, a message pasted from a log) and as a reminder otherwise.
@@ -9,7 +10,8 @@ token ids of an ``Embedding``). Standard library only.
 
 from __future__ import annotations
 
-from ipydevice.diagnosis.recognise import MessageFacts
+from ipydevice import registry
+from ipydevice.diagnosis.family import MessageFacts, devices_text
 
 __all__ = ["advice", "argument_meaning"]
 
@@ -34,45 +36,17 @@ def argument_meaning(argument: str | None) -> str:
     return _ARGUMENTS.get(argument or "", "")
 
 
-def _devices(facts: MessageFacts) -> str:
-    return " and ".join(dict.fromkeys(facts.devices)) or "two devices"
-
-
 def advice(facts: MessageFacts, target: str) -> str:
-    """The advice for ``facts``; ``target`` is where things should go ('' if unknown)."""
-    family = facts.family or ""
+    """The advice for ``facts``; ``target`` is where things should go ('' if unknown).
+
+    A family's own advice when it has one, else what fits any placement error.
+    """
+    family = registry.family_of(facts.family)
+    if family is not None and family.advice is not None:
+        return family.advice(facts, target)
     to = f" to {target}" if target else ""
-    if family == "index_mismatch":
-        return f"the indices must be on the CPU or where the indexed tensor is: move them{to}"
-    if family == "conv_type_mismatch":
-        return f"despite the word 'type', a conv layer's input and weights are on different devices ({_devices(facts)}): move the input{to}"
-    if family == "rnn_mismatch":
-        if facts.role == "hidden":
-            return f"the RNN's hidden state is on another device than its input: create h0/c0 on the input's device{to}"
-        return f"an RNN's weights and its input are on different devices ({_devices(facts)}): move the input{to}"
-    if family == "generator_mismatch":
-        expected = facts.expected or target or "cuda"
-        return f"the torch.Generator is on the wrong device: create it with torch.Generator(device={expected!r})"
-    if family == "load_location":
-        return f"the checkpoint was saved from {facts.devices[0] if facts.devices else 'GPU'} tensors: load it with map_location={target or 'cpu'!r}"
-    if family == "numpy_conversion":
-        return "NumPy only reads CPU memory: copy the tensor with .detach().cpu() before .numpy()"
-    if family == "meta_device":
-        return "meta tensors hold shapes, not data: materialise with to_empty(device=...) and load the weights"
-    if family == "dataparallel":
-        return f"(Distributed)DataParallel needs the whole model on one device before wrapping: model.to({(facts.expected or target or 'cuda:0')!r}) first"
-    if family == "optimizer_state":
-        return "optimizer state and parameters are on different devices: move the state to each parameter's device (step excepted)"
-    if family == "mps":
-        return "an op on Apple's GPU got a tensor that is not on it: move it with .to('mps')"
-    if family == "xla":
-        return "an XLA op got a CPU tensor: move the model and the batch to xm.xla_device()"
-    if family == "hf_warning":
-        if facts.argument == "input_ids":
-            return "the inputs and the model are on different devices: inputs = inputs.to(model.device)"
-        return "a model dispatched with device_map must not be moved: move its inputs to its first device instead"
     meaning = argument_meaning(facts.argument)
     if facts.argument and meaning:
         where = f" is on {facts.offending}" if facts.offending else " is on another device"
         return f"`{facts.argument}` ({meaning}){where}: move it{to}"
-    return f"tensors on {_devices(facts)} met in one operation: move them{to}"
+    return f"tensors on {devices_text(facts)} met in one operation: move them{to}"

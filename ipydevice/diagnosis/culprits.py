@@ -20,14 +20,14 @@ import os
 from collections import Counter
 from dataclasses import dataclass, field
 
+from ipydevice import registry
 from ipydevice.collect import probe
 from ipydevice.collect.frames import FrameView
-from ipydevice.collect.paths import Path, format_path
 from ipydevice.collect.scan import Entry, Scan
-from ipydevice.diagnosis.recognise import MessageFacts
-from ipydevice.model import Finding
+from ipydevice.diagnosis.family import MessageFacts
+from ipydevice.model import OPTIMIZER_STATE, Finding
 
-__all__ = ["Analysis", "Culprit", "analyse", "meta_subtrees", "same_device"]
+__all__ = ["Analysis", "Culprit", "analyse", "same_device"]
 
 _TENSOR_KINDS = ("tensor", "parameter", "buffer", "attribute")
 
@@ -77,11 +77,13 @@ def analyse(facts: MessageFacts, scan: Scan, views: list[FrameView]) -> Analysis
     analysis.top_module = _top_module(scan)
     analysis.target = _concrete(choose_target(facts, scan, analysis, views), scan)
     _name_optimizer_state(scan)
-    if _is_meta_copy(facts):
-        analysis.found = _meta_model_culprits(scan, views, analysis.target)
+    family = registry.family_of(facts.family)
+    blamed = family.blame(facts, scan, views, analysis.target) if family and family.blame else None
+    if blamed is not None:
+        analysis.found = [Culprit(b.finding, [b.entry], owner=b.entry) for b in blamed]
     elif analysis.target:
         analysis.found = _rank(_find(scan, analysis), analysis)
-    if analysis.target == "meta" and facts.family != "meta_device":
+    if analysis.target == "meta" and not (family and family.about_meta):
         analysis.notes = (
             "meta tensors hold no data: if the model should be real, materialise it "
             "(to_empty, then load its weights) rather than moving the rest to meta",
@@ -133,15 +135,10 @@ def choose_target(
     facts: MessageFacts, scan: Scan, analysis: Analysis, views: list[FrameView]
 ) -> str:
     """The device things should move to (see module docstring)."""
-    family = facts.family
-    if family == "load_location":
-        return _load_target(facts)
-    if family == "numpy_conversion":
-        return "cpu"
-    if _is_meta_copy(facts):
-        return _requested_device(views) or facts.expected or "cpu"
-    if family in ("dataparallel", "generator_mismatch") and facts.expected:
-        return facts.expected
+    family = registry.family_of(facts.family)
+    chosen = family.target(facts, views) if family is not None and family.target else ""
+    if chosen:
+        return chosen
     optimizer_target = _optimizer_target(scan)
     if optimizer_target:
         return optimizer_target
@@ -165,72 +162,6 @@ def _optimizer_target(scan: Scan) -> str:
             misplaced = entry.optimizer.misplaced()
             if misplaced:
                 return Counter(p for _, _, _, p in misplaced).most_common(1)[0][0]
-    return ""
-
-
-def _meta_model_culprits(scan: Scan, views: list[FrameView], target: str) -> list[Culprit]:
-    """``model.to(device)`` on a model built on meta: the model itself is the culprit."""
-    for view in views:
-        owner = view.self_module
-        if (
-            owner is not None
-            and view.frame.f_code.co_name in ("to", "cuda", "cpu", "_apply")
-            and id(owner) in scan.entries
-        ):
-            entry = scan.entries[id(owner)]
-            why = "built on the meta device, it holds no data: Module.to() cannot copy it, to_empty() allocates it"
-            parts = meta_subtrees(entry) if entry.named else []
-            name = format_path(parts[0]) if len(parts) == 1 else entry.name
-            finding = Finding(
-                name, "meta", "module", entry.where, why, rule="meta_model", target=target
-            )
-            return [Culprit(finding, [entry], owner=entry)]
-    return []
-
-
-def meta_subtrees(owner: Entry) -> list[Path]:
-    """The biggest submodules of ``owner`` whose tensors are all on meta.
-
-    A model built on meta gives ``[model]``; one with a meta head, ``[model.head]``,
-    so that ``to_empty`` never wipes the real weights around it.
-    """
-    view = owner.module
-    if view is None:
-        return [owner.path]
-    on_meta = {id(t): probe.tensor_facts(t)[0] == "meta" for _, t, _ in view.registered}
-    found: list[tuple] = []
-    for rel, tensor, _ in view.registered:
-        if not on_meta[id(tensor)] or any(rel[: len(p)] == p for p in found):
-            continue
-        for size in range(len(rel)):
-            prefix = rel[:size]
-            if all(on_meta[id(t)] for r, t, _ in view.registered if r[:size] == prefix):
-                found.append(prefix)
-                break
-    return [(*owner.path, *prefix) for prefix in found]
-
-
-def _is_meta_copy(facts: MessageFacts) -> bool:
-    return facts.family == "meta_device" and facts.devices == ("meta",)
-
-
-def _load_target(facts: MessageFacts) -> str:
-    for device in facts.devices:
-        if device.startswith("cuda:") and device != "cuda:0":
-            return "cuda:0"
-    return "cpu"
-
-
-def _requested_device(views: list[FrameView]) -> str:
-    """The device a failing ``Module.to(...)``/``to_empty`` call asked for."""
-    for view in reversed(views):
-        if view.frame.f_code.co_name in ("to", "to_empty") and view.self_module is not None:
-            try:
-                device = view.frame.f_locals.get("device")
-            except Exception:
-                continue
-            if device is not None:
-                return probe.device_str(device)
     return ""
 
 
@@ -426,7 +357,7 @@ def _optimizer_culprit(entry: Entry) -> Culprit | None:
         "optimizer state",
         entry.where,
         why,
-        rule="optimizer_state",
+        rule=OPTIMIZER_STATE,
         target=param_devices[0],
     )
     return Culprit(finding, [entry], owner=entry)
@@ -443,7 +374,7 @@ def _rank(found: list[Culprit], analysis: Analysis) -> list[Culprit]:
         direct = 0 if entry is not None and (entry.operand or entry.on_line) else 1
         if culprit.owner is not None and culprit.owner is analysis.failing_module:
             direct = 0
-        if culprit.finding.rule == "optimizer_state":
+        if culprit.finding.rule == OPTIMIZER_STATE:
             direct = 0
         named = 0 if culprit.finding.where == "namespace" else 1
         return (direct, named, entry.order if entry is not None else 0)

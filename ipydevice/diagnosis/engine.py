@@ -18,7 +18,10 @@ from collections.abc import Mapping
 from types import TracebackType
 from typing import Any
 
-from ipydevice import render  # noqa: F401  (registers the views a Diagnosis delegates to)
+from ipydevice import (
+    registry,
+    render,  # noqa: F401  (registers the views a Diagnosis delegates to)
+)
 from ipydevice import settings as _settings
 from ipydevice._debug import debug_enabled, describe_failure
 from ipydevice.collect import compiled, probe
@@ -27,7 +30,8 @@ from ipydevice.collect.namespace import user_namespace
 from ipydevice.collect.scan import Scan
 from ipydevice.diagnosis.advice import advice
 from ipydevice.diagnosis.culprits import Analysis, analyse
-from ipydevice.diagnosis.recognise import MessageFacts, recognise
+from ipydevice.diagnosis.family import MessageFacts
+from ipydevice.diagnosis.recognise import recognise
 from ipydevice.fixes.propose import propose_fixes
 from ipydevice.model import Diagnosis, Finding, Fix, Snapshot
 
@@ -176,22 +180,6 @@ def diagnose(
         del views
 
 
-#: Error families whose cause may sit in an object no frame holds: the audits of
-#: the namespace's objects of these classes join the panel.
-_FAMILY_AUDITS = {
-    "generator_mismatch": ("DataLoader",),
-    "dataparallel": ("DataParallel", "DistributedDataParallel"),
-    "optimizer_state": (
-        "GradScaler",
-        "ReduceLROnPlateau",
-        "LambdaLR",
-        "StepLR",
-        "OneCycleLR",
-        "CosineAnnealingLR",
-    ),
-}
-
-
 def _with_audits(
     analysis: Analysis, fixes: tuple[Fix, ...], facts: MessageFacts, namespace: Mapping[str, Any]
 ) -> tuple[tuple[Finding, ...], tuple[Fix, ...], tuple[str, ...]]:
@@ -200,7 +188,7 @@ def _with_audits(
     the namespace's DataLoaders, (D)DP wrappers or GradScalers, and the registered
     audits (:func:`ipydevice.audit`) over the model, the failing module and the
     culprits. Returns the causes, the fixes and the notes of failing plugins."""
-    from ipydevice.audits.checkup import module_problems, problems_of
+    from ipydevice.audits.checkup import EXPLAINS_ANY_DEVICE, module_problems, problems_of
 
     causes = list(analysis.causes)
     extra = list(fixes)
@@ -219,7 +207,7 @@ def _with_audits(
     own = {id(p) for p in plugged}
     for problem in [*problems, *plugged]:
         finding = problem.finding
-        explains = finding.rule in _ALWAYS_EXPLAINS or (
+        explains = finding.rule in EXPLAINS_ANY_DEVICE or (
             finding.device and finding.device != analysis.target
         )
         if (
@@ -252,18 +240,6 @@ def _plugin_problems(analysis: Analysis, notes: list[str]) -> list[Any]:
     return registered_audits(entries, analysis.target, model, notes, display_names=True)
 
 
-_ALWAYS_EXPLAINS = frozenset(
-    {
-        "plain_list",
-        "generator_device",
-        "dataparallel",
-        "ddp_rank",
-        "scaler_device",
-        "scheduler_device",
-    }
-)
-
-
 def _family_problems(
     facts: MessageFacts, namespace: Mapping[str, Any], analysis: Analysis
 ) -> list[Any]:
@@ -272,7 +248,8 @@ def _family_problems(
     from ipydevice.audits.checkup import problems_of
     from ipydevice.collect.scan import Entry
 
-    kinds = _FAMILY_AUDITS.get(facts.family or "")
+    family = registry.family_of(facts.family)
+    kinds = family.audited if family is not None else ()
     if not kinds:
         return []
     try:

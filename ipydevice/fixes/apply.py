@@ -10,12 +10,12 @@ a CUDA error) come back as an :class:`~ipydevice.model.ApplyResult`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, cast
 
 from ipydevice.collect import probe
 from ipydevice.collect.paths import assign, format_path, resolve
-from ipydevice.model import ApplyResult, Step, register_view
+from ipydevice.model import OPTIMIZER_STATE, ApplyResult, Step, register_view
 
 __all__ = ["apply_steps"]
 
@@ -108,13 +108,13 @@ def _optimizer_state(step: Step, namespace: Any) -> str:
     return f"moved {count} state tensors of {format_path(step.path)} to their parameters' devices"
 
 
-_ACTIONS = {
+_ACTIONS: dict[str, Callable[[Step, Any], str]] = {
     "reassign": _reassign,
     "module_to": _module_to,
     "to_empty": _to_empty,
     "mapping": _mapping,
     "sequence": _sequence,
-    "optimizer_state": _optimizer_state,
+    OPTIMIZER_STATE: _optimizer_state,
 }
 
 

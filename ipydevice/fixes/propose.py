@@ -19,39 +19,25 @@ never executes the code text.
 
 from __future__ import annotations
 
-import ast
 from dataclasses import dataclass, field
 from typing import Any
 
+from ipydevice import registry
 from ipydevice.collect import probe
 from ipydevice.collect.frames import (
     FrameView,
-    bound_names,
-    failing_statement,
-    frame_tree,
-    header_nodes,
-    source_location,
 )
 from ipydevice.collect.paths import Path, format_path, is_name
 from ipydevice.collect.scan import Entry, Scan
-from ipydevice.diagnosis.culprits import Analysis, Culprit, meta_subtrees
-from ipydevice.diagnosis.recognise import MessageFacts
-from ipydevice.fixes.rewrite import add_keyword, insert_lines_before, parses, replace_span, segment
+from ipydevice.diagnosis.culprits import Analysis, Culprit
+from ipydevice.diagnosis.families.meta_device import meta_subtrees
+from ipydevice.diagnosis.family import MessageFacts
+from ipydevice.fixes.cell import Cell, cell_result, failed_cell
+from ipydevice.fixes.rewrite import insert_lines_before, parses
 from ipydevice.fixes.source import source_fixes
-from ipydevice.model import Fix, Step
+from ipydevice.model import OPTIMIZER_STATE, Fix, Step
 
 __all__ = ["propose_fixes"]
-
-
-@dataclass(eq=False)
-class _Cell:
-    """The failed cell (or script) and its failing statement (transient)."""
-
-    view: FrameView
-    lines: list[str]
-    tree: ast.AST
-    stmt: ast.stmt
-    bound: set[str] = field(default_factory=set)
 
 
 @dataclass
@@ -74,7 +60,7 @@ def propose_fixes(
     target = analysis.target
     if not target:
         return ()
-    cell = _failed_cell(views)
+    cell = failed_cell(views)
     fixes: list[Fix] = []
     family_fix = _family_cell_fix(facts, cell, target)
     plan = _plan_moves(analysis, scan, target, cell)
@@ -95,7 +81,7 @@ def propose_fixes(
 # -- namespace moves ---------------------------------------------------------------------
 
 
-def _plan_moves(analysis: Analysis, scan: Scan, target: str, cell: _Cell | None) -> _Plan:
+def _plan_moves(analysis: Analysis, scan: Scan, target: str, cell: Cell | None) -> _Plan:
     plan = _Plan()
     rebound = cell.bound if cell is not None else set()
     by_path = {e.path: e for e in scan.entries.values() if e.named}
@@ -108,7 +94,7 @@ def _plan_one(
     plan: _Plan, culprit: Culprit, by_path: dict, target: str, rebound: set[str], scan: Scan
 ) -> None:
     if (
-        culprit.finding.rule == "optimizer_state"
+        culprit.finding.rule == OPTIMIZER_STATE
         and culprit.owner is not None
         and culprit.owner.named
     ):
@@ -262,7 +248,7 @@ def _plan_optimizer(plan: _Plan, owner: Entry) -> None:
         '        if torch.is_tensor(v) and k != "step":\n'
         "            state[k] = v.to(p.device)"
     )
-    plan.add(Step("optimizer_state", owner.path, ""), code, f"{text}.state")
+    plan.add(Step(OPTIMIZER_STATE, owner.path, ""), code, f"{text}.state")
 
 
 def _namespace_fix(plan: _Plan, target: str) -> Fix:
@@ -277,26 +263,7 @@ def _namespace_fix(plan: _Plan, target: str) -> Fix:
 # -- cell rewrites -----------------------------------------------------------------------
 
 
-def _failed_cell(views: list[FrameView]) -> _Cell | None:
-    for view in views:
-        if view.is_user and view.is_module_level:
-            parsed = frame_tree(view)
-            found = failing_statement(view)
-            if parsed is None or found is None:
-                return None
-            lines = _source_lines(view)
-            return _Cell(view, lines, parsed[0], found[0], bound_names(parsed[0]))
-    return None
-
-
-def _source_lines(view: FrameView) -> list[str]:
-    import linecache
-
-    lines = linecache.getlines(view.frame.f_code.co_filename, view.frame.f_globals)
-    return [line if line.endswith("\n") else line + "\n" for line in lines]
-
-
-def _cell_fix(analysis: Analysis, scan: Scan, target: str, cell: _Cell | None) -> Fix | None:
+def _cell_fix(analysis: Analysis, scan: Scan, target: str, cell: Cell | None) -> Fix | None:
     """Moves the culprits right before the failing statement, inside any loop."""
     if cell is None:
         return None
@@ -311,93 +278,17 @@ def _cell_fix(analysis: Analysis, scan: Scan, target: str, cell: _Cell | None) -
         new_lines.extend(code.splitlines())
     rewritten = insert_lines_before(cell.lines, cell.stmt, new_lines)
     names = ", ".join(plan.names)
-    return _cell_result(
+    return cell_result(
         cell, rewritten, f"Move {names} to {target} in the cell, before the line that failed"
     )
 
 
-def _cell_result(cell: _Cell, rewritten: list[str], title: str) -> Fix:
-    """A notebook cell is shown whole; a script gets a source edit of the
-    lines that changed, at ``file:line``."""
-    filename = cell.view.summary.filename
-    if not _is_notebook_cell(filename):
-        return _script_edit(cell, rewritten, title.replace(" in the cell", ""))
-    return Fix(
-        title=title,
-        code="".join(rewritten).rstrip("\n") + "\n",
-        scope="cell",
-        location=cell.view.label,
-        original="".join(cell.lines),
-        filename=filename,
-        lineno=1,
-        end_lineno=len(cell.lines),
-    )
-
-
-def _is_notebook_cell(filename: str) -> bool:
-    return filename.startswith("<") or "ipykernel_" in filename
-
-
-def _script_edit(cell: _Cell, rewritten: list[str], title: str) -> Fix:
-    """The smallest span of lines that differs, as a source fix."""
-    old, new = cell.lines, rewritten
-    start = 0
-    while start < min(len(old), len(new)) and old[start] == new[start]:
-        start += 1
-    end_old, end_new = len(old), len(new)
-    while end_old > start and end_new > start and old[end_old - 1] == new[end_new - 1]:
-        end_old, end_new = end_old - 1, end_new - 1
-    if end_old == start:  # pure insertion: show it with the line it precedes
-        end_old, end_new = end_old + 1, end_new + 1
-    return Fix(
-        title=title,
-        code="".join(new[start:end_new]),
-        scope="source",
-        location=source_location(cell.view.summary.filename, start + 1),
-        original="".join(old[start:end_old]),
-        filename=cell.view.summary.filename,
-        lineno=start + 1,
-        end_lineno=end_old,
-    )
-
-
-def _family_cell_fix(facts: MessageFacts, cell: _Cell | None, target: str) -> Fix | None:
-    if cell is None:
+def _family_cell_fix(facts: MessageFacts, cell: Cell | None, target: str) -> Fix | None:
+    """The error family's own rewrite of the failed cell (``map_location=``...)."""
+    family = registry.family_of(facts.family)
+    if cell is None or family is None or family.cell_fix is None:
         return None
-    if facts.family == "load_location":
-        return _map_location_fix(cell, target)
-    if facts.family == "numpy_conversion":
-        return _numpy_fix(cell)
-    return None
-
-
-def _calls_in(cell: _Cell) -> list[ast.Call]:
-    calls: list[ast.Call] = []
-    for part in header_nodes(cell.stmt):
-        calls.extend(n for n in ast.walk(part) if isinstance(n, ast.Call))
-    return calls
-
-
-def _map_location_fix(cell: _Cell, target: str) -> Fix | None:
-    for call in _calls_in(cell):
-        name = (
-            call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", "")
-        )
-        if name == "load" and not any(k.arg == "map_location" for k in call.keywords):
-            rewritten = add_keyword(cell.lines, call, f"map_location={target!r}")
-            return _cell_result(
-                cell, rewritten, f"Load the checkpoint onto {target} with map_location"
-            )
-    return None
-
-
-def _numpy_fix(cell: _Cell) -> Fix | None:
-    for call in _calls_in(cell):
-        if isinstance(call.func, ast.Attribute) and call.func.attr == "numpy" and not call.args:
-            base = segment(cell.lines, call.func.value)
-            rewritten = replace_span(cell.lines, call, f"{base}.detach().cpu().numpy()")
-            return _cell_result(cell, rewritten, "Copy the tensor to the CPU before .numpy()")
-    return None
+    return family.cell_fix(facts, cell, target)
 
 
 def _meta_note_fix(analysis: Analysis, target: str) -> Fix | None:

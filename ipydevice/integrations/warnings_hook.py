@@ -73,9 +73,6 @@ __all__ = [
 
 #: The library loggers whose records are read (children included).
 LOGGERS = ("accelerate", "transformers")
-#: Families worth a panel when logged on the *root* logger (anything else logged
-#: there is the user's own business).
-_ROOT_FAMILIES = frozenset({"hf_warning", "meta_device"})
 _PER_PARAMETER = re.compile(r"^for [\w.\[\]]+: ")
 _SPACES = re.compile(r"\s+")
 _MAX_KEYS = 1000
@@ -168,7 +165,9 @@ def _assign_fix(diagnosis: Diagnosis, tb: TracebackType | None) -> Fix | None:
     The checkpoint's tensors then replace the meta parameters (torch >= 2.1), as
     the warning itself suggests.
     """
-    if diagnosis.family != "meta_device" or "no-op" not in diagnosis.message:
+    from ipydevice.diagnosis.families import meta_device
+
+    if diagnosis.family != meta_device.ID or "no-op" not in diagnosis.message:
         return None
     from ipydevice.collect.compiled import rewritten_fix
     from ipydevice.collect.frames import failing_statement, walk_frames
@@ -208,11 +207,17 @@ def _lines(view: FrameView) -> list[str]:
     return [line if line.endswith("\n") else line + "\n" for line in lines]
 
 
-def _is_device_text(text: str, families: frozenset[str] | None = None) -> bool:
+def _is_device_text(text: str, root_logger: bool = False) -> bool:
+    """A device error's text; on the *root* logger, only of the families worth a
+    panel there (anything else logged there is the user's own business)."""
+    from ipydevice import registry
     from ipydevice.diagnosis.recognise import recognise
 
     facts = recognise(text, "UserWarning")
-    return facts.is_device_error and (families is None or facts.family in families)
+    if not facts.is_device_error or not root_logger:
+        return facts.is_device_error
+    family = registry.family_of(facts.family)
+    return family is not None and family.from_root_logger
 
 
 def _key(text: str) -> str:
@@ -356,7 +361,7 @@ class DeviceWarnings:
             return
         origin = f"{record.name} {record.levelname}"
         self._consider(
-            _record_text(record), origin, sys._getframe(1), immediate=False, families=_ROOT_FAMILIES
+            _record_text(record), origin, sys._getframe(1), immediate=False, root_logger=True
         )
 
     def _consider(
@@ -365,13 +370,13 @@ class DeviceWarnings:
         origin: str,
         frame: FrameType,
         immediate: bool,
-        families: frozenset[str] | None = None,
+        root_logger: bool = False,
     ) -> None:
         if getattr(self._local, "busy", False):
             return  # a warning raised while diagnosing one
         self._local.busy = True
         try:
-            self._guarded(self._handle, text, origin, frame, immediate, families)
+            self._guarded(self._handle, text, origin, frame, immediate, root_logger)
         finally:
             self._local.busy = False
             del frame
@@ -382,9 +387,9 @@ class DeviceWarnings:
         origin: str,
         frame: FrameType,
         immediate: bool,
-        families: frozenset[str] | None,
+        root_logger: bool,
     ) -> None:
-        if not text or not _is_device_text(text, families):
+        if not text or not _is_device_text(text, root_logger):
             return
         key = _key(text)
         if key in self.seen:
