@@ -40,7 +40,7 @@ import re
 import sys
 from collections.abc import Mapping
 from types import TracebackType
-from typing import Any
+from typing import Any, NamedTuple
 
 from ipydevice._debug import debug_enabled
 from ipydevice.collect.frames import (
@@ -49,6 +49,7 @@ from ipydevice.collect.frames import (
     failing_statement,
     is_user_file,
     safe_value,
+    source_location,
     walk_frames,
 )
 from ipydevice.fixes.rewrite import char_col, parses, replace_span, segment
@@ -440,3 +441,55 @@ def _instance_dict(value: Any) -> dict[str, Any]:
 def _registered(state: dict[str, Any], name: str) -> bool:
     modules = state.get("_modules")
     return type(modules) is dict and name in modules
+
+
+# -- the diagnosis's collector for errors raised while torch.compile traced ------------------
+
+
+def failing_frames(original: BaseException, exc: BaseException, max_frames: int) -> list[FrameView]:
+    """The frames a diagnosis scans: the last ``max_frames`` of ``exc``'s traceback.
+
+    For an error raised while torch.compile traced the code, Dynamo's 30-50 frames
+    would push the user's call out of ``max_frames``, and its tracing frames hold
+    FakeTensors: the walk stops at the call into torch.compile.
+    """
+    if not is_compile_error(original):
+        return walk_frames(exc.__traceback__, max_frames)
+    return before_dynamo(walk_frames(exc.__traceback__, 10_000))[-max_frames:]
+
+
+class Traced(NamedTuple):
+    """What a torch.compile error adds to a diagnosis."""
+
+    fixes: tuple[Fix, ...]
+    frames: tuple[FrameSummary, ...] = ()
+    notes: tuple[str, ...] = ()
+
+
+def traced(
+    original: BaseException,
+    message: str,
+    namespace: Mapping[str, Any] | None,
+    fixes: tuple[Fix, ...],
+    max_fixes: int,
+) -> Traced:
+    """For an error raised while torch.compile traced the code: the eager re-run
+    hint after the move fixes, the user frames Dynamo traced (from its ``message``) and a note saying
+    where it failed. Other errors keep their fixes and get nothing more."""
+    if not is_compile_error(original):
+        return Traced(fixes)
+    hints = eager_hint(original, namespace)
+    # The move fixes first, then the eager re-run; keep room for one hint.
+    room = max(max_fixes - min(len(hints), 1), 1)
+    frames = user_code_locations(message)
+    where = next((f for f in reversed(frames) if f.is_user), None)
+    failed_at = (
+        f": it failed at {where.function}, {source_location(where.filename, where.lineno)} (`{where.line}`)"
+        if where
+        else ""
+    )
+    note = (
+        f"raised while torch.compile traced the code{failed_at}; "
+        "run it without torch.compile to see the plain error"
+    )
+    return Traced(tuple(fixes[:room]) + hints, frames, (note,))

@@ -1,10 +1,15 @@
 """From an exception to a :class:`~ipydevice.model.Diagnosis`.
 
-The pipeline: recognise the message (:mod:`ipydevice.diagnosis.recognise`), walk the
-traceback's frames (:mod:`ipydevice.collect.frames`), scan the objects they and the failing
-statements hold (:mod:`ipydevice.collect.scan`), name them from the user's namespace,
-choose the target device, rank the culprits (:mod:`ipydevice.diagnosis.culprits`), propose
-fixes (:mod:`ipydevice.fixes.propose`), and keep only text.
+The pipeline, one call each in :func:`diagnose`:
+
+1. recognise the message (:mod:`ipydevice.diagnosis.recognise`, the error families);
+2. collect what the failing frames hold (:mod:`ipydevice.collect.failing`; torch.compile's
+   frames are cut by :mod:`ipydevice.collect.compiled`);
+3. analyse: the target device and the culprits (:mod:`ipydevice.diagnosis.culprits`),
+   named from the user's namespace;
+4. fix (:mod:`ipydevice.fixes.propose`);
+5. audit: the audits that explain the error (:mod:`ipydevice.audits.explain`);
+6. snapshot: keep only text (:class:`~ipydevice.model.Diagnosis`).
 
 The live objects (frames, tensors, modules) are held by local variables of
 :func:`diagnose` only and are dropped before it returns.
@@ -12,20 +17,22 @@ The live objects (frames, tensors, modules) are held by local variables of
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from types import TracebackType
 from typing import Any
 
 from ipydevice import (
-    registry,
     render,  # noqa: F401  (registers the views a Diagnosis delegates to)
 )
 from ipydevice import settings as _settings
 from ipydevice._debug import debug_enabled, describe_failure
-from ipydevice.collect import compiled, probe
-from ipydevice.collect.frames import FrameView, line_operands, source_location, walk_frames
+from ipydevice.audits.explain import explaining_audits
+from ipydevice.collect import compiled
+from ipydevice.collect.failing import collect
+from ipydevice.collect.frames import FrameView
 from ipydevice.collect.namespace import user_namespace
 from ipydevice.collect.scan import Scan
 from ipydevice.diagnosis.advice import advice
@@ -33,7 +40,7 @@ from ipydevice.diagnosis.culprits import Analysis, analyse
 from ipydevice.diagnosis.family import MessageFacts
 from ipydevice.diagnosis.recognise import recognise
 from ipydevice.fixes.propose import propose_fixes
-from ipydevice.model import Diagnosis, Finding, Fix, Snapshot
+from ipydevice.model import Diagnosis, Finding, Snapshot
 
 __all__ = ["collect", "diagnose", "last_exception", "message_of", "recognise_exception"]
 
@@ -112,58 +119,18 @@ def diagnose(
     if not facts.is_device_error:
         return Diagnosis(is_device_error=False, **base)
     settings = _settings.current()
-    compiled_call = compiled.is_compile_error(original)
-    if compiled_call:
-        # Dynamo's 30-50 frames would push the user's call out of max_frames, and
-        # its tracing frames hold FakeTensors: stop at the call into torch.compile.
-        views = compiled.before_dynamo(walk_frames(exc.__traceback__, 10_000))
-        views = views[-settings.max_frames :]
-    else:
-        views = walk_frames(exc.__traceback__, settings.max_frames)
-    paused = gc.isenabled()
-    # The scan allocates many small objects next to a heap full of tensors: a
-    # full collection in the middle would cost more than the whole diagnosis.
-    gc.disable()
+    views = compiled.failing_frames(original, exc, settings.max_frames)
     try:
-        names = namespace if namespace is not None else default_namespace(views)
-        scan = collect(views, names, settings)
-        analysis = analyse(facts, scan, views)
-        if _name_deeper(scan, analysis, names):
-            analysis = analyse(facts, scan, views)
-        fixes = propose_fixes(facts, analysis, scan, views)
-        causes, fixes, failed = _with_audits(analysis, fixes, facts, names)
-        notes = tuple(scan.notes) + analysis.notes + failed
-        traced: tuple = ()
-        if compiled_call:
-            hints = compiled.eager_hint(original, names)
-            # The move fixes first, then the eager re-run; keep room for one hint.
-            room = max(settings.max_fixes - min(len(hints), 1), 1)
-            fixes = tuple(fixes[:room]) + hints
-            traced = compiled.user_code_locations(message_of(original))
-            where = next((f for f in reversed(traced) if f.is_user), None)
-            notes += (
-                "raised while torch.compile traced the code"
-                + (
-                    f": it failed at {where.function}, {source_location(where.filename, where.lineno)} (`{where.line}`)"
-                    if where
-                    else ""
-                )
-                + "; run it without torch.compile to see the plain error",
+        with _collector_paused():
+            names = namespace if namespace is not None else default_namespace(views)
+            scan = collect(views, names, settings)
+            analysis = analyse_named(facts, scan, views, names)
+            fixes = propose_fixes(facts, analysis, scan, views)
+            causes, fixes, failed = explaining_audits(analysis, fixes, facts, names)
+            traced = compiled.traced(
+                original, message_of(original), names, fixes, settings.max_fixes
             )
-        return Diagnosis(
-            is_device_error=True,
-            target=analysis.target,
-            advice=advice(facts, analysis.target),
-            reference=_reference(analysis),
-            failing_module=_module_label(analysis.failing_module),
-            culprits=analysis.culprits,
-            causes=causes,
-            fixes=fixes[: settings.max_fixes],
-            snapshot=Snapshot(scan.records(compact=True), tuple(scan.notes)),
-            frames=tuple(v.summary for v in views) + traced,
-            notes=notes,
-            **base,
-        )
+            return _snapshot(facts, base, scan, views, analysis, causes, traced, failed)
     except Exception as failure:
         if debug_enabled():
             raise
@@ -175,101 +142,58 @@ def diagnose(
             **base,
         )
     finally:
-        if paused:
-            gc.enable()
         del views
 
 
-def _with_audits(
-    analysis: Analysis, fixes: tuple[Fix, ...], facts: MessageFacts, namespace: Mapping[str, Any]
-) -> tuple[tuple[Finding, ...], tuple[Fix, ...], tuple[str, ...]]:
-    """Adds the audits that explain the error: the model's and the optimizers'
-    (what sits off the target, layers ``.to()`` cannot see), for some families
-    the namespace's DataLoaders, (D)DP wrappers or GradScalers, and the registered
-    audits (:func:`ipydevice.audit`) over the model, the failing module and the
-    culprits. Returns the causes, the fixes and the notes of failing plugins."""
-    from ipydevice.audits.checkup import EXPLAINS_ANY_DEVICE, module_problems, problems_of
-
-    causes = list(analysis.causes)
-    extra = list(fixes)
-    entries = [e for e in (analysis.top_module, analysis.failing_module) if e is not None]
-    problems = [p for e in dict.fromkeys(entries) for p in module_problems(e, factories=False)]
-    problems += [
-        p
-        for c in analysis.found
-        if c.owner is not None and c.owner.optimizer is not None
-        for p in problems_of([c.owner], plugins=False)
-    ]
-    problems += _family_problems(facts, namespace, analysis)
-    notes: list[str] = []
-    plugged = _plugin_problems(analysis, notes)
-    known = {(c.name, c.rule) for c in causes} | {(c.name, c.rule) for c in analysis.culprits}
-    own = {id(p) for p in plugged}
-    for problem in [*problems, *plugged]:
-        finding = problem.finding
-        explains = finding.rule in EXPLAINS_ANY_DEVICE or (
-            finding.device and finding.device != analysis.target
-        )
-        if (
-            (finding.name, finding.rule) in known
-            or not explains
-            or finding.rule == "factory_without_device"
-        ):
-            continue
-        causes.append(finding)
-        known.add((finding.name, finding.rule))
-        # A built-in audit's moves are the panel's own namespace fix already; a
-        # plugin's fixes are its own, whatever their scope.
-        scopes = ("namespace", "cell", "source") if id(problem) in own else ("source",)
-        extra += [
-            f for f in problem.fixes if f.scope in scopes and all(f.code != g.code for g in extra)
-        ]
-    return tuple(causes), tuple(extra), tuple(notes)
-
-
-def _plugin_problems(analysis: Analysis, notes: list[str]) -> list[Any]:
-    """The registered audits over the model, the failing module, the culprits and
-    their owners, with the target as the device things should be on."""
-    from ipydevice.audits.checkup import registered_audits
-
-    top = analysis.top_module
-    entries = [top, analysis.failing_module]
-    for culprit in analysis.found:
-        entries += [culprit.owner, *culprit.entries]
-    model = top.name if top is not None else ""
-    return registered_audits(entries, analysis.target, model, notes, display_names=True)
-
-
-def _family_problems(
-    facts: MessageFacts, namespace: Mapping[str, Any], analysis: Analysis
-) -> list[Any]:
-    """Audits of the top-level objects the error's family points at (a DataLoader
-    for a generator error); the model comes along so that devices compare."""
-    from ipydevice.audits.checkup import problems_of
-    from ipydevice.collect.scan import Entry
-
-    family = registry.family_of(facts.family)
-    kinds = family.audited if family is not None else ()
-    if not kinds:
-        return []
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """The scan allocates many small objects next to a heap full of tensors: a
+    full collection in the middle would cost more than the whole diagnosis."""
+    paused = gc.isenabled()
+    gc.disable()
     try:
-        items = list(namespace.items())[: _settings.current().max_objects]
-    except Exception:
-        return []
-    roots = [
-        Entry(v, (("name", k),), "namespace", "object", named=True)
-        for k, v in items
-        if type(k) is str and probe.class_name(v) in kinds
-    ]
-    for root in roots:
-        if probe.is_module(root.obj):  # a (D)DP wrapper is a module: give it its view
-            added = Scan(_settings.current()).add(root.obj, root.path, "namespace", named=True)
-            assert added is not None  # a module always gets an entry in a fresh scan
-            root.kind, root.module = "module", added.module
-    model = analysis.top_module
-    if not roots:
-        return []
-    return problems_of(([model] if model is not None else []) + roots, plugins=False)
+        yield
+    finally:
+        if paused:
+            gc.enable()
+
+
+def analyse_named(
+    facts: MessageFacts, scan: Scan, views: list[FrameView], namespace: Mapping[str, Any]
+) -> Analysis:
+    """Analyses, then searches the namespace in depth for the objects the report is
+    about; a second analysis runs only when that named one of them."""
+    analysis = analyse(facts, scan, views)
+    if name_in_depth(scan, analysis, namespace):
+        analysis = analyse(facts, scan, views)
+    return analysis
+
+
+def _snapshot(
+    facts: MessageFacts,
+    base: dict[str, Any],
+    scan: Scan,
+    views: list[FrameView],
+    analysis: Analysis,
+    causes: tuple[Finding, ...],
+    traced: compiled.Traced,
+    failed: tuple[str, ...],
+) -> Diagnosis:
+    """The diagnosis as text only: what it keeps once the live objects are dropped."""
+    return Diagnosis(
+        is_device_error=True,
+        target=analysis.target,
+        advice=advice(facts, analysis.target),
+        reference=_reference(analysis),
+        failing_module=_module_label(analysis.failing_module),
+        culprits=analysis.culprits,
+        causes=causes,
+        fixes=traced.fixes[: scan.settings.max_fixes],
+        snapshot=Snapshot(scan.records(compact=True), tuple(scan.notes)),
+        frames=tuple(v.summary for v in views) + traced.frames,
+        notes=tuple(scan.notes) + analysis.notes + failed + traced.notes,
+        **base,
+    )
 
 
 def _reference(analysis: Analysis) -> str:
@@ -316,7 +240,7 @@ def _in_ipython() -> bool:
         return False
 
 
-def _name_deeper(scan: Scan, analysis: Analysis, namespace: Mapping[str, Any]) -> bool:
+def name_in_depth(scan: Scan, analysis: Analysis, namespace: Mapping[str, Any]) -> bool:
     """Searches the namespace in depth for the objects the report is about.
 
     Returns True when a name changed (the findings must then be rebuilt).
@@ -329,77 +253,6 @@ def _name_deeper(scan: Scan, analysis: Analysis, namespace: Mapping[str, Any]) -
     before = {key for key, entry in scan.entries.items() if entry.named}
     scan.name_from(namespace, only=wanted)
     return any(entry.named and key not in before for key, entry in scan.entries.items())
-
-
-def collect(
-    views: list[FrameView], namespace: Mapping[str, Any], settings: _settings.Settings
-) -> Scan:
-    """Scans what the frames hold, innermost first, then names it from ``namespace``."""
-    scan = Scan(settings)
-    user_indexes = [i for i, v in enumerate(views) if v.is_user]
-    innermost_user = user_indexes[-1] if user_indexes else -1
-    for index in range(len(views) - 1, -1, -1):
-        view = views[index]
-        if view.is_user:
-            _collect_user_frame(scan, view, index, innermost=index == innermost_user)
-        elif index > innermost_user:
-            _collect_library_frame(scan, view)
-    scan.name_from(namespace, deep=False)  # deeper names: see _name_deeper
-    return scan
-
-
-def _collect_user_frame(scan: Scan, view: FrameView, index: int, innermost: bool) -> None:
-    for text, value, is_index in line_operands(view):
-        path = (("local", text),)
-        scan.add(
-            value,
-            path,
-            view.label,
-            on_line=True,
-            operand=innermost,
-            is_index=is_index,
-            user=True,
-            frame=index,
-        )
-    owner = view.self_object
-    if owner is not None:
-        scan.add(owner, (("local", "self"),), view.label, user=True)
-    for name, value in view.local_items(scan.settings.max_items):
-        scan.add(value, (("local", name),), view.label, user=True)
-
-
-def _collect_library_frame(scan: Scan, view: FrameView) -> None:
-    """Library frames add the module or optimizer they run and, for module and
-    ``torch.nn.functional`` calls, the tensors passed in; torch's deeper
-    internals only hold temporaries the user never named."""
-    owner = view.self_object
-    if owner is not None and (probe.is_module(owner) or probe.is_optimizer(owner)):
-        scan.add(owner, (("local", "self"),), view.label)
-    elif not _is_functional(view):
-        return
-    for name, value in view.arguments():
-        if probe.is_a(value, (tuple, list)) and name in _varargs(view):
-            items = tuple.__iter__(value) if probe.is_a(value, tuple) else list.__iter__(value)
-            for index, item in zip(range(scan.settings.max_items), items, strict=False):
-                if probe.is_tensor(item):
-                    scan.add(item, (("local", f"{name}[{index}]"),), view.label, operand=True)
-        else:
-            scan.add(value, (("local", name),), view.label, operand=True)
-
-
-def _is_functional(view: FrameView) -> bool:
-    # torch.nn.functional's arguments are the user's tensors; the optimizers'
-    # are lists of lists of every parameter and state tensor (noise, not operands).
-    return view.summary.filename.replace("\\", "/").endswith("/nn/functional.py")
-
-
-def _varargs(view: FrameView) -> set[str]:
-    code = view.frame.f_code
-    count = code.co_argcount + code.co_kwonlyargcount
-    names = set()
-    if code.co_flags & 0x04:
-        names.add(code.co_varnames[count])
-    return names
 
 
 def diagnose_traceback(exc_type: type, value: BaseException, tb: TracebackType | None) -> Diagnosis:
