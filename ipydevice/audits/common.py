@@ -113,7 +113,7 @@ def first_device(module: Any) -> str:
         if type(params) is dict:
             for tensor in dict.values(params):
                 if probe.is_tensor(tensor):
-                    return probe.tensor_facts(tensor)[0]
+                    return probe.tensor_facts(tensor).device
         modules = state.get("_modules")
         if type(modules) is dict:
             stack.extend(reversed([m for m in dict.values(modules) if m is not None]))

@@ -66,7 +66,7 @@ def _outlier_groups(entry: Entry, majority: str) -> list[str]:
     """Off-majority tensors by name, a whole submodule named once (``model.head``)."""
     view = entry.module
     assert view is not None
-    off = [rel for rel, t, _ in view.registered if probe.tensor_facts(t)[0] != majority]
+    off = [rel for rel, t, _ in view.registered if probe.tensor_facts(t).device != majority]
     names: list[str] = []
     for rel in off:
         owner = rel[:-1]
@@ -81,7 +81,7 @@ def _unregistered(entry: Entry, rel: tuple, tensor: Any, owner: Any, majority: s
     from ipydevice.fixes.source import register_buffer_fix
 
     name = format_path((*entry.path, *rel))
-    device = probe.tensor_facts(tensor)[0]
+    device = probe.tensor_facts(tensor).device
     where = (
         "" if same_device(device, majority) else f" (it is on {device}, the module on {majority})"
     )

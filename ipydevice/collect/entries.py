@@ -12,6 +12,7 @@ from typing import Any
 
 from ipydevice.collect import probe
 from ipydevice.collect.paths import Path, format_path
+from ipydevice.collect.probe import TensorFacts
 from ipydevice.collect.walk import ATOM_IDS, container_items, dict_items, named_items
 from ipydevice.model import DeviceShare, ObjectRecord
 
@@ -30,10 +31,10 @@ class FactsCache:
     __slots__ = ("_placed", "_seen")
 
     def __init__(self) -> None:
-        self._seen: dict[int, tuple[Any, tuple[str, str, str, int, str]]] = {}
+        self._seen: dict[int, tuple[Any, TensorFacts]] = {}
         self._placed: dict[int, tuple[Any, tuple[str, int]]] = {}
 
-    def __call__(self, tensor: Any) -> tuple[str, str, str, int, str]:
+    def __call__(self, tensor: Any) -> TensorFacts:
         found = self._seen.get(id(tensor))
         if found is None or found[0] is not tensor:
             found = (tensor, probe.tensor_facts(tensor))
@@ -98,8 +99,8 @@ class OptimizerView:
         for param, key, tensor, step_exempt in self.state:
             if key == "step" and step_exempt:
                 continue
-            state_dev = probe.tensor_facts(tensor)[0]
-            param_dev = probe.tensor_facts(param)[0]
+            state_dev = probe.tensor_facts(tensor).device
+            param_dev = probe.tensor_facts(param).device
             # An unreadable device ("?") is no evidence of a misplacement, and
             # would otherwise become the diagnosis' target.
             if state_dev != param_dev and probe.UNKNOWN not in (state_dev, param_dev):
@@ -127,12 +128,12 @@ class Entry:
     container: Any = None
     module: ModuleView | None = None
     optimizer: OptimizerView | None = None
-    _facts: tuple[str, str, str, int, str] | None = None
+    _facts: TensorFacts | None = None
     #: the scan's facts, shared with its module views (None: read alone)
     shared: FactsCache | None = None
 
     @property
-    def facts(self) -> tuple[str, str, str, int, str]:
+    def facts(self) -> TensorFacts:
         """:func:`probe.tensor_facts` of the object, read once."""
         if self._facts is None:
             shared = self.shared
@@ -144,7 +145,7 @@ class Entry:
         """The object's device alone (the first of :attr:`facts`), read cheaply
         when the other facts were not needed yet."""
         if self._facts is not None:
-            return self._facts[0]
+            return self._facts.device
         shared = self.shared
         return probe.placement(self.obj)[0] if shared is None else shared.placement(self.obj)[0]
 

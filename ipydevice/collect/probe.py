@@ -14,9 +14,10 @@ imported it (if they have not, they hold no tensors).
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import Any, NamedTuple
 
 __all__ = [
+    "TensorFacts",
     "class_name",
     "device_str",
     "format_bytes",
@@ -148,17 +149,23 @@ _DEVICE_NAMES: dict[Any, str] = {}
 _MAX_CACHED = 4096
 
 
-def tensor_facts(tensor: Any) -> tuple[str, str, str, int, str]:
-    """Device, shape, dtype, size in bytes and a short note, from metadata only.
+class TensorFacts(NamedTuple):
+    """A tensor's metadata, as text: unreadable fields are ``?`` (or 0 bytes) and
+    ``detail`` says why."""
 
-    Returns:
-        ``(device, shape, dtype, nbytes, detail)``; unreadable fields are ``?``
-        (or 0 bytes) and ``detail`` says why.
-    """
+    device: str
+    shape: str
+    dtype: str
+    nbytes: int
+    detail: str
+
+
+def tensor_facts(tensor: Any) -> TensorFacts:
+    """Device, shape, dtype, size in bytes and a short note, from metadata only."""
     if not is_tensor(tensor):
         # Not a tensor (a module passed by mistake, a lying ``__class__``): its
         # ``.device`` or ``.shape`` would be user code (a property, __getattr__).
-        return UNKNOWN, UNKNOWN, UNKNOWN, 0, "not a tensor"
+        return TensorFacts(UNKNOWN, UNKNOWN, UNKNOWN, 0, "not a tensor")
     notes: list[str] = []
     try:
         device = device_str(tensor.device)
@@ -180,7 +187,7 @@ def tensor_facts(tensor: Any) -> tuple[str, str, str, int, str]:
         notes.append(layout)
     if device == "meta":
         notes.append("no data")
-    return device, shape, dtype, nbytes, ", ".join(n for n in notes if n)
+    return TensorFacts(device, shape, dtype, nbytes, ", ".join(n for n in notes if n))
 
 
 def shape_text(dims: tuple[int, ...]) -> str:

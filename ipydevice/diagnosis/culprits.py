@@ -272,7 +272,7 @@ def _tensor_problem(entry: Entry, target: str) -> str:
     device = entry.device  # the common answer, "on target", needs no other fact
     if device == "?" or same_device(device, target):
         return ""
-    shape = entry.facts[1]
+    shape = entry.facts.shape
     if shape == "()" and device == "cpu":
         return ""  # a CPU scalar takes part in any device's op
     if entry.is_index and device == "cpu":
@@ -312,7 +312,7 @@ def _module_culprit(entry: Entry, target: str, scan: Scan, analysis: Analysis) -
     ]
     if not off:
         return None
-    off_devices = sorted({probe.tensor_facts(t)[0] for _, t, _ in off})
+    off_devices = sorted({probe.tensor_facts(t).device for _, t, _ in off})
     has_params = any(kind == "parameter" for _, _, kind in view.registered)
     if len(off) == len(view.registered) and entry is not analysis.top_module and has_params:
         why = f"all its parameters and buffers are on {', '.join(off_devices)}, the rest of the model on {target}"

@@ -240,7 +240,11 @@ def copy_node(node: Any) -> Any:
 def _device_expression(view: FrameView, target: str) -> str:
     """``x.device`` when an argument of the function is already there, else a literal."""
     for arg, value in view.arguments():
-        if probe.is_tensor(value) and probe.tensor_facts(value)[0] == target and arg.isidentifier():
+        if (
+            probe.is_tensor(value)
+            and probe.tensor_facts(value).device == target
+            and arg.isidentifier()
+        ):
             return f"{arg}.device"
     return repr(target)
 
@@ -402,7 +406,7 @@ def _register_buffer_fix(
     location = fix.location if fix else ""
     finding = Finding(
         entry.name,
-        entry.facts[0],
+        entry.facts.device,
         "attribute",
         entry.where,
         why,

@@ -93,7 +93,7 @@ def meta_subtrees(owner: Entry) -> list[Path]:
     view = owner.module
     if view is None:
         return [owner.path]
-    on_meta = {id(t): probe.tensor_facts(t)[0] == "meta" for _, t, _ in view.registered}
+    on_meta = {id(t): probe.tensor_facts(t).device == "meta" for _, t, _ in view.registered}
     found: list[tuple] = []
     for rel, tensor, _ in view.registered:
         if not on_meta[id(tensor)] or any(rel[: len(p)] == p for p in found):
