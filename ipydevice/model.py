@@ -200,7 +200,7 @@ class Step:
         target: the device to move to.
     """
 
-    action: str
+    action: Action
     path: Path
     target: str
 
@@ -235,7 +235,7 @@ class Fix:
 
     title: str
     code: str
-    scope: str
+    scope: Scope
     location: str = ""
     steps: tuple[Step, ...] = ()
     original: str = ""

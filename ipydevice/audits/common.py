@@ -8,7 +8,7 @@ from ipydevice.collect import probe
 from ipydevice.collect.paths import format_path
 from ipydevice.collect.scan import Entry
 from ipydevice.diagnosis.culprits import same_device
-from ipydevice.model import Fix, Step
+from ipydevice.model import Action, Fix, Step
 
 __all__ = [
     "BATCH_SIZE_LIMIT",
@@ -63,6 +63,7 @@ def tensor_items(value: Any) -> list[Any]:
 
 def move_fix(name: str, value: Any, device: str, path: tuple = ()) -> Fix:
     path = path or ((("name", name),) if name.isidentifier() else ())
+    action: Action
     if probe.is_a(value, dict):
         code = f"{name} = {{k: v.to({device!r}) if torch.is_tensor(v) else v for k, v in {name}.items()}}"
         action = "mapping"
