@@ -132,8 +132,8 @@ class Stages:
     """One pass of ipydevice's work on an exception, each stage timed."""
 
     def __init__(self, shell: Any) -> None:
-        from ipydevice import engine
-        from ipydevice.widget import build_panel, view_bundle
+        from ipydevice.diagnosis import engine
+        from ipydevice.render.widget import build_panel, view_bundle
 
         self.shell, self.engine = shell, engine
         self.build_panel, self.view_bundle = build_panel, view_bundle
@@ -286,8 +286,8 @@ def exc_for_profile(shell: Any) -> BaseException:
 def profile(shell: Any, exc: BaseException, top: int = 14) -> list[str]:
     """cProfile of ``engine.diagnose`` + renderers + widget (5 runs): the top
     entries by own time, then ipydevice's functions by cumulative time."""
-    from ipydevice import engine
-    from ipydevice.widget import build_panel, view_bundle
+    from ipydevice.diagnosis import engine
+    from ipydevice.render.widget import build_panel, view_bundle
 
     profiler = cProfile.Profile()
     profiler.enable()

@@ -139,7 +139,7 @@ def _callbacks_cost(shell: Any) -> float:
     registered, minus the same dispatch without them, in alternating blocks. This
     is everything ipydevice runs for a cell that does not fail (the ratio above is
     this, drowned in the cell's own cost and the machine's noise)."""
-    from ipydevice import ipython as ext
+    from ipydevice.integrations import ipython as ext
 
     shell.run_line_magic("load_ext", "ipydevice")
     hook = ext.hook_of(shell)

@@ -3,7 +3,7 @@
 Each sample is a new Python process that starts an ``InteractiveShell`` and then
 loads two extensions, timed one by one: ipydevice and, as a side-by-side
 reference, IPython's own ``autoreload`` (the order alternates between samples).
-The first load includes importing ``ipydevice`` and ``ipydevice.ipython``; "again"
+The first load includes importing ``ipydevice`` and ``ipydevice.integrations.ipython``; "again"
 is an unload and a second load (the hook alone). Afterwards ``sys.modules`` must
 hold neither torch, pandas, ipywidgets, numpy nor ipydevice's engine.
 
@@ -23,7 +23,7 @@ import tempfile
 
 from common import ROOT, emit, median, reps
 
-HEAVY = ("torch", "pandas", "ipywidgets", "numpy", "anywidget", "ipydevice.engine")
+HEAVY = ("torch", "pandas", "ipywidgets", "numpy", "anywidget", "ipydevice.diagnosis.engine")
 GOAL_MS = 5.0
 
 CHILD = r"""

@@ -67,8 +67,8 @@ def child() -> dict:
     import torch
     from cells import Notebook
 
-    from ipydevice import engine
-    from ipydevice.widget import build_panel
+    from ipydevice.diagnosis import engine
+    from ipydevice.render.widget import build_panel
 
     nb = Notebook()
     nb.run(SETUP)

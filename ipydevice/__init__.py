@@ -50,10 +50,10 @@ __all__ = [
 
 # ``pytest -p ipydevice``: pytest registers this package, then the plugin module
 # named here (importing neither until pytest asks).
-pytest_plugins = ["ipydevice.pytest_plugin"]
+pytest_plugins = ["ipydevice.integrations.pytest_plugin"]
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ipydevice.census import Inventory
+    from ipydevice.collect.inventory import Inventory
     from ipydevice.model import Diagnosis, Finding, Fix, Problem, Step
     from ipydevice.plugins import AuditContext
 
@@ -85,15 +85,15 @@ def override(**changes: Any) -> AbstractContextManager[Settings]:
 
 
 def diagnose(exc: BaseException | None = None, *, namespace: Any = None) -> Diagnosis:
-    """Explains a device error. See :func:`ipydevice.engine.diagnose`."""
-    from ipydevice.engine import diagnose as _diagnose
+    """Explains a device error. See :func:`ipydevice.diagnosis.engine.diagnose`."""
+    from ipydevice.diagnosis.engine import diagnose as _diagnose
 
     return _diagnose(exc, namespace=namespace)
 
 
 def inventory(namespace: Any = None, names: Any = None) -> Inventory:
-    """Where everything in a namespace lives. See :func:`ipydevice.census.inventory`."""
-    from ipydevice.census import inventory as _inventory
+    """Where everything in a namespace lives. See :func:`ipydevice.collect.inventory.inventory`."""
+    from ipydevice.collect.inventory import inventory as _inventory
 
     return _inventory(namespace, names=names)
 
@@ -101,9 +101,9 @@ def inventory(namespace: Any = None, names: Any = None) -> Inventory:
 def check(*objects: Any, namespace: Any = None, names: Any = None) -> Any:
     """Preflight: every device audit on a model, batch, optimizer, criterion...
 
-    See :func:`ipydevice.audits.check`. The result is falsy when all is well.
+    See :func:`ipydevice.audits.checkup.check`. The result is falsy when all is well.
     """
-    from ipydevice.audits import check as _check
+    from ipydevice.audits.checkup import check as _check
 
     return _check(*objects, namespace=namespace, names=names)
 
@@ -133,7 +133,7 @@ def on_diagnosis(func: Any) -> Any:
 def install() -> None:
     """Adds the device report after uncaught tracebacks in plain Python
     (``sys.excepthook``, and ``threading.excepthook`` for threads)."""
-    from ipydevice.excepthook import install as _install
+    from ipydevice.integrations.excepthook import install as _install
 
     _install()
 
@@ -141,28 +141,30 @@ def install() -> None:
 def uninstall() -> None:
     """Puts back the ``sys.excepthook`` and ``threading.excepthook`` that were there
     before :func:`install`."""
-    from ipydevice.excepthook import uninstall as _uninstall
+    from ipydevice.integrations.excepthook import uninstall as _uninstall
 
     _uninstall()
 
 
 def load_ipython_extension(ipython: Any) -> None:
     """``%load_ext ipydevice``: installs the panel hook and ``%devices``."""
-    from ipydevice.ipython import load
+    from ipydevice.integrations.ipython import load
 
     load(ipython)
 
 
 def unload_ipython_extension(ipython: Any) -> None:
     """``%unload_ext ipydevice``: puts the shell back exactly as it was."""
-    from ipydevice.ipython import unload
+    from ipydevice.integrations.ipython import unload
 
     unload(ipython)
 
 
 def __getattr__(name: str) -> Any:
     if name in ("Diagnosis", "Finding", "Fix", "Problem", "Step"):
-        from ipydevice import model
+        from ipydevice import fixes, model, render  # the records' views and apply
+
+        del fixes, render
 
         return getattr(model, name)
     if name == "AuditContext":
@@ -170,7 +172,7 @@ def __getattr__(name: str) -> Any:
 
         return AuditContext
     if name == "Inventory":
-        from ipydevice.census import Inventory
+        from ipydevice.collect.inventory import Inventory
 
         return Inventory
     raise AttributeError(f"module 'ipydevice' has no attribute {name!r}")

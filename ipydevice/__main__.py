@@ -35,10 +35,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 0
     if args.command == "run":
-        from ipydevice.runner import run as run_script
+        from ipydevice.integrations.runner import run as run_script
 
         return run_script(args.target, args.args, module=args.module)
-    from ipydevice.demo import main as demo
+    from ipydevice.integrations.demo import main as demo
 
     return demo()
 

@@ -5,16 +5,22 @@ Contract: every class here is a frozen, slotted dataclass whose fields hold only
 objects. No tensor, module, frame, traceback or exception is ever stored, so a
 diagnosis kept in ``Out`` or in a widget keeps no GPU memory alive.
 
-Imports nothing beyond the standard library.
+Records do not render or apply themselves: their ``__str__``, ``_repr_html_``,
+``table()``, ``headline`` and ``Fix.apply`` call the function registered for that
+view (:func:`register_view`). :mod:`ipydevice.render` registers the renderers and
+:mod:`ipydevice.fixes.apply` the applier when they are imported, so this module
+imports nothing beyond the standard library and no import cycle runs through it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 __all__ = [
+    "OPTIMIZER_STATE",
+    "Action",
     "ApplyResult",
     "DeviceShare",
     "Diagnosis",
@@ -23,11 +29,41 @@ __all__ = [
     "FrameSummary",
     "ObjectRecord",
     "Problem",
+    "Scope",
     "Snapshot",
     "Step",
+    "View",
+    "register_view",
 ]
 
 Path = tuple[tuple[str, Any], ...]
+
+#: What a :class:`Step` does (see :class:`Step`).
+Action = Literal["reassign", "module_to", "to_empty", "optimizer_state", "mapping", "sequence"]
+#: The rule of findings about optimizer state away from its parameters, and the
+#: :class:`Step` action that moves it.
+OPTIMIZER_STATE: Action = "optimizer_state"
+#: Where a fix applies (see :class:`Fix`).
+Scope = Literal["namespace", "cell", "source"]
+
+#: What a record delegates: ``text``, ``html``, ``table`` and ``headline`` of a
+#: :class:`Diagnosis` (filled by :mod:`ipydevice.render`), ``apply`` of a
+#: :class:`Fix` (filled by :mod:`ipydevice.fixes.apply`).
+View = Literal["text", "html", "table", "headline", "apply"]
+
+_VIEWS: dict[str, Callable[..., Any]] = {}
+
+
+def register_view(view: View, func: Callable[..., Any]) -> None:
+    """Makes ``func`` the function records call for ``view``."""
+    _VIEWS[view] = func
+
+
+def _view(view: View) -> Callable[..., Any]:
+    func = _VIEWS.get(view)
+    if func is None:  # neither the engine nor the renderers were imported
+        raise LookupError(f"no {view!r} view registered: import ipydevice.render first")
+    return func
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,7 +200,7 @@ class Step:
         target: the device to move to.
     """
 
-    action: str
+    action: Action
     path: Path
     target: str
 
@@ -199,7 +235,7 @@ class Fix:
 
     title: str
     code: str
-    scope: str
+    scope: Scope
     location: str = ""
     steps: tuple[Step, ...] = ()
     original: str = ""
@@ -219,9 +255,8 @@ class Fix:
         the namespace or the owning container); no generated code is ever run.
         Never raises: a failure is reported in the result.
         """
-        from ipydevice.apply import apply_steps
-
-        return apply_steps(self.steps, namespace)
+        result: ApplyResult = _view("apply")(self.steps, namespace)
+        return result
 
     def to_dict(self) -> dict[str, Any]:
         """Plain-dict form (JSON-ready)."""
@@ -242,7 +277,7 @@ class Diagnosis:
 
     Attributes:
         is_device_error: the exception is a device-placement error.
-        family: which kind of device error (see ``ipydevice.messages.FAMILIES``).
+        family: which kind of device error (see ``ipydevice.diagnosis.recognise.FAMILIES``).
         kind: ``error`` for an exception, ``warning`` for a warning or log record.
         exc_type: the exception's class name.
         message: the exception's message (first 2,000 characters).
@@ -290,25 +325,19 @@ class Diagnosis:
     @property
     def headline(self) -> str:
         """One sentence: who is where, and where it should go."""
-        from ipydevice.render.text import headline
-
-        return headline(self)
+        return str(_view("headline")(self))
 
     def table(self, breakdown: bool = False) -> Any:
         """Every object in the snapshot as a pandas DataFrame (culprits first);
         ``breakdown=True``: one row per object and device (see :mod:`ipydevice.render.table`)."""
-        from ipydevice.render.table import diagnosis_table
-
-        return diagnosis_table(self, breakdown=breakdown)
+        return _view("table")(self, breakdown=breakdown)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain-dict form (JSON-ready)."""
         return asdict(self)
 
     def __str__(self) -> str:
-        from ipydevice.render.text import render_diagnosis
-
-        return render_diagnosis(self)
+        return str(_view("text")(self))
 
     def __repr__(self) -> str:
         if not self.is_device_error:
@@ -316,9 +345,7 @@ class Diagnosis:
         return f"<Diagnosis {self.family}: {self.headline}>"
 
     def _repr_html_(self) -> str:
-        from ipydevice.render.html import render_diagnosis_html
-
-        return render_diagnosis_html(self)
+        return str(_view("html")(self))
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
         return {"text/plain": str(self), "text/html": self._repr_html_()}

@@ -27,6 +27,19 @@ Three registries, for code that knows things ipydevice cannot:
   the exception a device error, so that the panel names the tensors. Named groups
   ``offending`` and ``expected`` (devices), ``op`` and ``argument`` are read when
   present; otherwise the devices are those the message mentions.
+* :func:`family` — a whole kind of device error of your own, as one
+  :class:`~ipydevice.diagnosis.family.Family`: its wordings, summary, advice, how
+  it chooses the target device, its cell fix and the objects whose audits explain
+  it. ipydevice's own families (:mod:`ipydevice.diagnosis.families`) are
+  registered the same way, and :func:`families` lists them all::
+
+      from ipydevice.diagnosis.family import Family, wording
+
+      ipydevice.plugins.family(Family(
+          "flash_attention", "a FlashAttention kernel got tensors on two devices",
+          (wording("flash_attention", 2000, "flash_fwd",
+                   r"flash_fwd: q on (?P<d1>@D) but k on (?P<d2>@D)@E", exp="d1", off="d2"),),
+      ))
 * :func:`on_diagnosis` — a function called with every device-error
   :class:`~ipydevice.model.Diagnosis` the IPython panel or the ``sys.excepthook``
   of :func:`ipydevice.install` reports (strings only: log it, count it, send it).
@@ -43,7 +56,8 @@ goes through the same escaping as everything else ipydevice shows. Apply perform
 plugin's fix only through its :class:`~ipydevice.model.Step`\\ s, by reference, like
 any other fix: code is never run.
 
-Imports nothing beyond the standard library and :mod:`ipydevice.model`.
+Imports nothing beyond the standard library, :mod:`ipydevice.model` and the
+registry (:mod:`ipydevice.registry`); listing the families loads the built-in ones.
 """
 
 from __future__ import annotations
@@ -52,10 +66,12 @@ import dataclasses
 import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, TypeVar, get_args
 
+from ipydevice import registry as _registry
 from ipydevice._debug import debug_enabled, describe_failure
-from ipydevice.model import Finding, Fix, Problem, Step
+from ipydevice.diagnosis.family import Family, Wording
+from ipydevice.model import Action, Finding, Fix, Problem, Step
 
 __all__ = [
     "MAX_PER_CALL",
@@ -63,9 +79,12 @@ __all__ = [
     "Problem",
     "audit",
     "audits",
+    "families",
+    "family",
     "message",
     "messages",
     "on_diagnosis",
+    "own_audits",
     "remove",
 ]
 
@@ -153,6 +172,30 @@ def message(
     _add(_MESSAGES, key, _Message(key, compiled, types))
 
 
+def family(rule: Family) -> Family:
+    """Registers a device-error family (see the module docstring); a family of the
+    same id is replaced. Its wordings are tried in their ``order`` among all
+    families' (the built-in ones are numbered 10 to 470)."""
+    if not isinstance(rule, Family) or not isinstance(rule.id, str) or not rule.id.strip():
+        raise TypeError("ipydevice.plugins.family takes a Family with an id")
+    if not all(isinstance(w, Wording) and w.family == rule.id for w in rule.wordings):
+        raise ValueError(
+            f"every wording of {rule.id!r} must be made with wording({rule.id!r}, ...)"
+        )
+    if _registry.family_of(rule.id) is None and len(_registry.family_ids()) >= MAX_REGISTERED:
+        raise RuntimeError(f"ipydevice: at most {MAX_REGISTERED} plugins of one kind")
+    _registry.add_family(rule)
+    return rule
+
+
+def families() -> tuple[str, ...]:
+    """The ids of the registered device-error families, ipydevice's own first."""
+    from ipydevice.diagnosis import families as builtin  # registers them on first use
+
+    del builtin
+    return _registry.family_ids()
+
+
 def on_diagnosis(func: _F) -> _F:
     """Registers ``func(diagnosis)``, called with every device-error diagnosis the
     IPython panel or :func:`ipydevice.install`'s hook reports."""
@@ -163,10 +206,12 @@ def on_diagnosis(func: _F) -> _F:
 
 
 def remove(what: str | Callable[..., Any]) -> bool:
-    """Takes out an audit or message (by name) or a listener (the function, or its
-    qualified name); True when something was removed."""
+    """Takes out an audit (ipydevice's own too), message or family (by name) or a listener (the function,
+    or its qualified name); True when something was removed."""
     key = what if isinstance(what, str) else _qualified(what)
     found = False
+    if isinstance(what, str):
+        found = _registry.remove_family(what) | _registry.remove_audit(what)
     for registry in (_AUDITS, _MESSAGES, _LISTENERS):
         if key in registry:
             del registry[key]
@@ -181,7 +226,16 @@ def remove(what: str | Callable[..., Any]) -> bool:
 
 
 def audits() -> tuple[str, ...]:
-    """The names of the registered audits."""
+    """The names of the registered audits: ipydevice's own (:mod:`ipydevice.audits`,
+    which :func:`remove` takes out too), then those registered with :func:`audit`."""
+    from ipydevice import audits as builtin  # registers them on first use
+
+    del builtin
+    return tuple(a.name for a in _registry.audits()) + own_audits()
+
+
+def own_audits() -> tuple[str, ...]:
+    """The names of the audits registered with :func:`audit`."""
     return tuple(_AUDITS)
 
 
@@ -281,10 +335,8 @@ def _well_formed(fix: Any) -> bool:
     return all(_well_formed_step(step) for step in fix.steps)
 
 
-#: What :meth:`Fix.apply` knows how to do (see :mod:`ipydevice.apply`).
-_ACTIONS = frozenset(
-    {"reassign", "module_to", "to_empty", "optimizer_state", "mapping", "sequence"}
-)
+#: What :meth:`Fix.apply` knows how to do (see :mod:`ipydevice.fixes.apply`).
+_ACTIONS = frozenset(get_args(Action))
 
 
 def _well_formed_step(step: Any) -> bool:

@@ -1437,7 +1437,7 @@ def _closure() -> Any:
 PLAIN = (str, int, float, bool, type(None))
 
 #: Modules whose dataclasses are ipydevice's plain data.
-MODEL_MODULES = ("ipydevice.model", "ipydevice.census")
+MODEL_MODULES = ("ipydevice.model", "ipydevice.collect.inventory")
 
 
 def plain_violations(value: Any, where: str = "d", depth: int = 0) -> list[str]:

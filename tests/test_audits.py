@@ -219,8 +219,8 @@ def test_watch_reads_only_the_names_a_cell_bound():
     nb = notebook(
         "model = nn.Linear(4, 2).to('meta')\nx = torch.randn(3, 4)\nok = torch.randn(3, 4, device='meta')\n"
     )
-    assert [p.name for p in ipydevice.audits.watch(nb.ns, ["x", "ok"]).problems] == ["x"]
-    assert not ipydevice.audits.watch(nb.ns, ["ok"])
+    assert [p.name for p in ipydevice.audits.checkup.watch(nb.ns, ["x", "ok"]).problems] == ["x"]
+    assert not ipydevice.audits.checkup.watch(nb.ns, ["ok"])
 
 
 def test_audits_explain_the_error_in_the_panel():

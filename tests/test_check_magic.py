@@ -1,4 +1,4 @@
-"""``%devices --check``: the preflight, wiring :func:`ipydevice.audits.check` into IPython.
+"""``%devices --check``: the preflight, wiring :func:`ipydevice.audits.checkup.check` into IPython.
 
 ``meta`` stands in for the accelerator: a correct setup has the model, the batch,
 the optimizer state and the loss weights all on meta, with the CPU scalars that
@@ -15,7 +15,7 @@ from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 from shells import run, run_captured, singleton_shell
 
-from ipydevice import audits
+from ipydevice.audits import checkup as audits
 
 GOOD = """\
 import torch, torch.nn as nn

@@ -1,4 +1,4 @@
-"""``torch.compile`` errors that wrap a device mismatch: ``ipydevice.compiled``.
+"""``torch.compile`` errors that wrap a device mismatch: ``ipydevice.collect.compiled``.
 
 On a CPU-only machine, Dynamo turns a meta/CPU mix into an error even where eager
 mode accepts it (``x @ w`` with a meta ``w``), and a meta ``Linear`` with a CPU
@@ -25,9 +25,9 @@ from shells import panels, singleton_shell
 from shells import run_captured as run_quiet
 
 import ipydevice
-from ipydevice import compiled
-from ipydevice import ipython as ext
-from ipydevice.messages import recognise
+from ipydevice.collect import compiled
+from ipydevice.diagnosis.recognise import recognise
+from ipydevice.integrations import ipython as ext
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.skipif(

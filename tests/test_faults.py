@@ -33,7 +33,7 @@ from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import CapturedIO, capture_output
 from shells import panels, run_captured, singleton_shell
 
-from ipydevice import ipython as ext
+from ipydevice.integrations import ipython as ext
 from ipydevice.model import Diagnosis, Fix
 
 SETUP = "import torch\nmodel = torch.nn.Linear(4, 2).to('meta')\nx = torch.randn(3, 4)"
@@ -116,12 +116,12 @@ def _multiline(*args: Any, **kwargs: Any) -> Any:
 
 #: stage -> (what to break, needs a kernel for the stage to run)
 HOOK_STAGES: dict[str, tuple[str, bool]] = {
-    "recognition": ("ipydevice.engine.recognise_exception", False),
-    "diagnosis": ("ipydevice.engine.diagnose", False),
+    "recognition": ("ipydevice.diagnosis.engine.recognise_exception", False),
+    "diagnosis": ("ipydevice.diagnosis.engine.diagnose", False),
     "rendering": ("ipydevice.model.Diagnosis.__str__", False),
     "rendering_html": ("ipydevice.model.Diagnosis._repr_html_", False),
-    "widget": ("ipydevice.widget.build_panel", True),
-    "widget_bundle": ("ipydevice.widget.view_bundle", True),
+    "widget": ("ipydevice.render.widget.build_panel", True),
+    "widget_bundle": ("ipydevice.render.widget.view_bundle", True),
     "widget_model": ("ipywidgets.Widget.open", True),
     "display": ("IPython.display.display", False),
 }
@@ -169,7 +169,7 @@ def test_the_notice_is_one_line_whatever_the_failure_says(
     ip: InteractiveShell, monkeypatch: pytest.MonkeyPatch, raiser: Any
 ) -> None:
     with monkeypatch.context() as patch:
-        patch.setattr("ipydevice.engine.diagnose", raiser)
+        patch.setattr("ipydevice.diagnosis.engine.diagnose", raiser)
         cap, result = run(ip, MISMATCH)
         assert_users_traceback_and_one_line(cap, result, "diagnosis")
     assert_panel_works(ip)
@@ -181,7 +181,7 @@ def test_a_failing_diagnosis_inside_the_engine_degrades_to_a_panel(
     # A failure after recognition, inside engine.diagnose's own guard (here the
     # fixes): the panel still shows, with what was known, and a note.
     with monkeypatch.context() as patch:
-        patch.setattr("ipydevice.engine.propose_fixes", _boom)
+        patch.setattr("ipydevice.diagnosis.engine.propose_fixes", _boom)
         cap, result = run(ip, MISMATCH)
         assert isinstance(result.error_in_exec, RuntimeError)
         assert cap.stdout.count(USER_TEXT) == 1
@@ -230,7 +230,7 @@ def test_a_keyboard_interrupt_during_the_diagnosis_keeps_the_traceback(
         raise KeyboardInterrupt
 
     with monkeypatch.context() as patch:
-        patch.setattr("ipydevice.engine.diagnose", interrupt)
+        patch.setattr("ipydevice.diagnosis.engine.diagnose", interrupt)
         with capture_output() as cap:
             try:
                 result = ip.run_cell(MISMATCH)
@@ -351,9 +351,9 @@ def _walk(widget: Any) -> Iterator[Any]:
 # -- %devices --------------------------------------------------------------------------
 
 DEVICES_FAULTS = {
-    "inventory": ("ipydevice.census.inventory", ""),
-    "inventory_in_depth": ("ipydevice.census.inventory", "model"),
-    "last_diagnosis": ("ipydevice.engine.diagnose", "--last"),
+    "inventory": ("ipydevice.collect.inventory.inventory", ""),
+    "inventory_in_depth": ("ipydevice.collect.inventory.inventory", "model"),
+    "last_diagnosis": ("ipydevice.diagnosis.engine.diagnose", "--last"),
 }
 
 
@@ -402,7 +402,7 @@ def test_devices_keeps_working_after_a_failure(
     ip: InteractiveShell, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with monkeypatch.context() as patch:
-        patch.setattr("ipydevice.census.inventory", _boom)
+        patch.setattr("ipydevice.collect.inventory.inventory", _boom)
         run(ip, "%devices")
     inv = ip.run_line_magic("devices", "")
     assert {"model", "x"} <= {r.name for r in inv.records}
@@ -515,7 +515,7 @@ def _held_without_collector(use_ipydevice: bool) -> set[str]:
     from cells import Notebook
 
     import ipydevice
-    from ipydevice.widget import build_panel
+    from ipydevice.render.widget import build_panel
 
     nb = Notebook()
     nb.run(LEAK_SETUP)

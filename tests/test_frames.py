@@ -1,4 +1,4 @@
-"""The statement finders of :mod:`ipydevice.frames` against the plain ``ast.walk``
+"""The statement finders of :mod:`ipydevice.collect.frames` against the plain ``ast.walk``
 definitions they replace, over real sources (ipydevice's own and the tests')."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ipydevice.frames import iter_statements, statement_at
+from ipydevice.collect.frames import iter_statements, statement_at
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = sorted([*ROOT.glob("ipydevice/**/*.py"), *ROOT.glob("tests/*.py")])

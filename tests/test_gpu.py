@@ -322,7 +322,7 @@ def test_panel_in_an_interactive_shell(monkeypatch: Any) -> None:
     from IPython.core.interactiveshell import InteractiveShell
     from IPython.utils.capture import capture_output
 
-    from ipydevice import ipython as ext
+    from ipydevice.integrations import ipython as ext
 
     shell = InteractiveShell.instance()
     shell.extension_manager.unload_extension("ipydevice")

@@ -2,7 +2,7 @@
 
 Every object of the corpus (:mod:`hostile`) goes through six paths:
 
-* a bare :class:`~ipydevice.scan.Scan` (``add``, ``name_from``, ``records``);
+* a bare :class:`~ipydevice.collect.scan.Scan` (``add``, ``name_from``, ``records``);
 * ``ipydevice.inventory`` of a namespace holding it beside a normal tensor ``x``;
 * a real device error (``model`` on meta, ``x`` on the CPU) with the object in the
   namespace and in the failing function's locals;
@@ -38,8 +38,8 @@ from cells import Notebook
 from hostile import CASES, METADATA, TOUCHED, Case, Spy
 
 import ipydevice
+from ipydevice.collect.scan import Scan
 from ipydevice.model import Diagnosis
-from ipydevice.scan import Scan
 from ipydevice.settings import current
 
 # Building the corpus warns (prototype nested tensors, beta sparse CSR, deprecated
@@ -481,7 +481,7 @@ def test_bounded_charges_cpu_time_not_waiting(monkeypatch: pytest.MonkeyPatch) -
 
 
 def _tensors_in(obj: Any, depth: int = 0) -> list[Any]:
-    from ipydevice import probe
+    from ipydevice.collect import probe
 
     if probe.is_tensor(obj):
         return [obj]
@@ -512,7 +512,7 @@ def _tensor_kinds() -> list[Any]:
 def test_placement_agrees_with_tensor_facts(entry: Case) -> None:
     """``probe.placement`` (module breakdowns) and ``probe.tensor_facts`` (rows)
     must tell the same device and size, whatever the tensor."""
-    from ipydevice import probe
+    from ipydevice.collect import probe
 
     obj = entry.build()
     probe.placement(obj)  # never raises, tensor or not

@@ -72,7 +72,7 @@ def test_import_is_light() -> None:
     result = run_child(
         """
         import ipydevice
-        import ipydevice.messages, ipydevice.model, ipydevice.settings
+        import ipydevice.diagnosis.recognise, ipydevice.model, ipydevice.settings
         ipydevice.Diagnosis, ipydevice.Finding, ipydevice.Fix  # lazy attributes
         ipydevice.configure(max_rows=20)
         """

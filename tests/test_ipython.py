@@ -29,9 +29,9 @@ from IPython.utils.capture import capture_output
 from shells import panels, run, run_captured, singleton_shell
 
 import ipydevice
-from ipydevice import ipython as ext
 from ipydevice import settings
-from ipydevice.census import Inventory
+from ipydevice.collect.inventory import Inventory
+from ipydevice.integrations import ipython as ext
 from ipydevice.model import Diagnosis
 
 SETUP = "import torch\nmodel = torch.nn.Linear(4, 2).to('meta')\nx = torch.randn(3, 4)"
@@ -352,7 +352,7 @@ shell.run_line_magic("unload_ext", "ipydevice")
 start = time.process_time()
 shell.run_line_magic("load_ext", "ipydevice")
 again = time.process_time() - start
-heavy = [m for m in ("torch", "pandas", "ipywidgets", "numpy", "ipydevice.engine") if m in sys.modules]
+heavy = [m for m in ("torch", "pandas", "ipywidgets", "numpy", "ipydevice.diagnosis.engine") if m in sys.modules]
 print(json.dumps({"first_ms": first * 1000, "again_ms": again * 1000, "imported": heavy}))
 """
 
@@ -369,7 +369,7 @@ def test_load_is_instant_and_imports_nothing_heavy(tmp_path: Any) -> None:
     )
     probe = json.loads(out.stdout.strip().splitlines()[-1])
     assert probe["imported"] == []
-    assert probe["first_ms"] < 50, probe  # includes importing ipydevice.ipython
+    assert probe["first_ms"] < 50, probe  # includes importing ipydevice.integrations.ipython
     assert probe["again_ms"] < 50, probe
 
 
@@ -381,11 +381,11 @@ def _raise(*args: Any, **kwargs: Any) -> Any:
 
 
 STAGES = {
-    "recognition": ("ipydevice.engine.recognise_exception", False),
-    "diagnosis": ("ipydevice.engine.diagnose", False),
+    "recognition": ("ipydevice.diagnosis.engine.recognise_exception", False),
+    "diagnosis": ("ipydevice.diagnosis.engine.diagnose", False),
     "rendering": ("ipydevice.render.text.render_diagnosis", False),
     "display": ("IPython.display.display", False),
-    "widget": ("ipydevice.widget.build_panel", True),
+    "widget": ("ipydevice.render.widget.build_panel", True),
 }
 
 
@@ -642,7 +642,7 @@ def test_devices_parser_is_built_on_first_use_only() -> None:
 
     code = (
         "from IPython.core.interactiveshell import InteractiveShell\n"
-        "import ipydevice.ipython as ext\n"
+        "import ipydevice.integrations.ipython as ext\n"
         "shell = InteractiveShell.instance()\n"
         "shell.run_line_magic('load_ext', 'ipydevice')\n"
         "assert ext.devices_parser.cache_info().currsize == 0\n"

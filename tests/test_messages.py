@@ -1,4 +1,4 @@
-"""Tests for ipydevice.messages: the reference corpus, variants, near misses, properties."""
+"""Tests for ipydevice.diagnosis.recognise: the reference corpus, variants, near misses, properties."""
 
 from __future__ import annotations
 
@@ -16,8 +16,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ipydevice import messages
-from ipydevice.messages import (
+from ipydevice import registry
+from ipydevice.diagnosis import devices, families, family
+from ipydevice.diagnosis import recognise as messages
+from ipydevice.diagnosis.recognise import (
     FAMILIES,
     MessageFacts,
     device_tokens,
@@ -621,7 +623,7 @@ def test_device_tokens(text: str, want: tuple[str, ...]) -> None:
 # -------------------------------------------------------------------- API contract
 def test_families_constant() -> None:
     assert len(set(FAMILIES)) == len(FAMILIES) == 13
-    assert {rule.family for rule in messages._RULES} <= set(FAMILIES)
+    assert {rule.family for rule in registry.wordings()} <= set(FAMILIES)
 
 
 def test_message_facts_is_frozen() -> None:
@@ -650,23 +652,25 @@ def test_typical_message_is_fast() -> None:
     assert best < 50e-6, f"{best * 1e6:.1f} µs per call"
 
 
-def test_module_imports_only_the_standard_library() -> None:
-    source = Path(messages.__file__).read_text(encoding="utf-8")
+def test_recognising_imports_only_the_standard_library() -> None:
+    """recognise.py, the device spellings, the family type and every family file."""
+    files = [Path(messages.__file__), Path(devices.__file__), Path(family.__file__)]
+    files += sorted(Path(families.__file__).parent.glob("*.py"))
     imported = set()
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Import):
-            imported |= {alias.name.split(".")[0] for alias in node.names}
-        elif isinstance(node, ast.ImportFrom):
-            imported.add((node.module or "").split(".")[0])
-    assert imported <= {"__future__", "re", "sys", "collections", "dataclasses", "typing"}
+    for path in files:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                imported |= {alias.name.split(".")[0] for alias in node.names}
+            elif isinstance(node, ast.ImportFrom):
+                imported.add((node.module or "").split(".")[0])
+    standard = {"__future__", "re", "sys", "ast", "collections", "dataclasses", "typing"}
+    assert imported <= standard | {"ipydevice"}
 
 
 def test_loading_the_module_pulls_in_nothing_heavy() -> None:
     code = (
-        "import importlib.util, sys\n"
-        f"spec = importlib.util.spec_from_file_location('m', {messages.__file__!r})\n"
-        "mod = importlib.util.module_from_spec(spec); sys.modules['m'] = mod\n"
-        "spec.loader.exec_module(mod)\n"
+        "import sys\n"
+        "import ipydevice.diagnosis.recognise\n"
         "heavy = {'torch', 'IPython', 'pandas', 'ipywidgets', 'numpy'} & set(sys.modules)\n"
         "assert not heavy, heavy\n"
     )

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from ipydevice.messages import FAMILIES
+from ipydevice.diagnosis.recognise import FAMILIES
 
 nbformat = pytest.importorskip("nbformat")
 

@@ -37,7 +37,7 @@ def test_the_wheel_holds_py_typed_the_licence_and_the_pytest_plugin(dist):
         metadata = email.message_from_bytes(wheel.read(f"{info}/METADATA"))
     assert "ipydevice/py.typed" in names
     assert f"{info}/licenses/LICENSE" in names
-    assert "[pytest11]\nipydevice = ipydevice.pytest_plugin" in entry_points
+    assert "[pytest11]\nipydevice = ipydevice.integrations.pytest_plugin" in entry_points
     assert metadata["License-Expression"] == "BSD-3-Clause"
     classifiers = metadata.get_all("Classifier")
     for version in ("3.10", "3.11", "3.12", "3.13"):

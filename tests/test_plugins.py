@@ -20,7 +20,7 @@ from shells import panels, run, run_captured, singleton_shell
 
 import ipydevice
 from ipydevice import plugins
-from ipydevice.messages import recognise
+from ipydevice.diagnosis.recognise import recognise
 from ipydevice.model import Finding, Fix, Problem, Step
 
 SETUP = """
@@ -176,9 +176,10 @@ def test_registering_again_replaces() -> None:
         def same(obj: Any, context: plugins.AuditContext, word: str = word) -> Finding:
             return Finding(name=word, device="cpu", kind="k", where="w", why="y")
 
-    assert plugins.audits() == ("same",)
+    assert plugins.own_audits() == ("same",) and plugins.audits()[-1] == "same"
     assert [f.name for f in ipydevice.check(object(), namespace={}).problems] == ["second"]
-    assert plugins.remove("same") and plugins.audits() == ()
+    assert plugins.remove("same") and plugins.own_audits() == ()
+    assert "same" not in plugins.audits()
     assert not plugins.remove("same")
 
 
@@ -351,7 +352,7 @@ def test_a_failing_listener_is_one_line(
 
 
 def test_the_scripts_hook_notifies_too() -> None:
-    from ipydevice.excepthook import report_text
+    from ipydevice.integrations.excepthook import report_text
 
     seen: list[Any] = []
     ipydevice.on_diagnosis(seen.append)

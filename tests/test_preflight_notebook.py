@@ -8,7 +8,7 @@ list for the clean ones) and ends with::
     c
 
 so the executed cell prints exactly those rules and shows the Checkup panel. Every rule
-``ipydevice/audits.py`` knows (``rule="..."``) must be shown by some cell: a new rule
+``ipydevice/audits/`` knows (``rule="..."``) must be shown by some cell: a new rule
 fails here until the notebook gets a section for it.
 
 The notebook is stored without outputs; the first test checks that (no kernel).
@@ -24,12 +24,14 @@ from typing import Any
 
 import pytest
 
+from ipydevice.model import OPTIMIZER_STATE
+
 nbformat = pytest.importorskip("nbformat")
 
 ROOT = Path(__file__).resolve().parents[1]
 NAME = "03-preflight.ipynb"
 NOTEBOOK = ROOT / "notebooks" / NAME
-AUDITS = ROOT / "ipydevice" / "audits.py"
+AUDITS = ROOT / "ipydevice" / "audits"
 ENDING = "print(sorted({p.rule for p in c.problems}))\nc"
 
 
@@ -46,8 +48,12 @@ def _check_cells(nb: Any) -> list[Any]:
 
 
 def _audit_rules() -> set[str]:
-    """Every rule name ``audits.py`` can put in a Finding."""
-    return set(re.findall(r'\brule="(\w+)"', AUDITS.read_text(encoding="utf-8")))
+    """Every rule name the audits (``ipydevice/audits/``) can put in a Finding."""
+    text = "".join(p.read_text(encoding="utf-8") for p in sorted(AUDITS.glob("*.py")))
+    rules = set(re.findall(r'\brule="(\w+)"', text))
+    if "rule=OPTIMIZER_STATE" in text:
+        rules.add(OPTIMIZER_STATE)
+    return rules
 
 
 def test_preflight_notebook_is_stored_clean() -> None:

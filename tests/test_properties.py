@@ -32,9 +32,9 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import ipydevice
-from ipydevice import census
+from ipydevice.collect import inventory as census
+from ipydevice.collect.scan import SKIP_NAMES
 from ipydevice.model import Diagnosis, Fix
-from ipydevice.scan import SKIP_NAMES
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
@@ -173,7 +173,7 @@ def check_html(fragment: str, *verbatim: str) -> str:
 def widget_html(d: Diagnosis, namespace: dict[str, Any]) -> list[str]:
     """The HTML of every HTML widget of the panel (and the widget's button labels)."""
     pytest.importorskip("ipywidgets")
-    from ipydevice.widget import build_panel
+    from ipydevice.render.widget import build_panel
 
     panel = build_panel(d, lambda: namespace, lambda code: None)
     out, stack = [], [panel]

@@ -12,7 +12,7 @@ import unicodedata
 import pytest
 
 import ipydevice
-from ipydevice.paths import format_path, is_name
+from ipydevice.collect.paths import format_path, is_name
 
 SETUP = "import torch\nimport torch.nn as nn\nmodel = nn.Linear(4, 2).to('meta')\nx = torch.randn(3, 4).to('meta')\n"
 

@@ -1,4 +1,4 @@
-"""Device warnings get the panel: ``ipydevice.warnings_hook`` through ``%load_ext``.
+"""Device warnings get the panel: ``ipydevice.integrations.warnings_hook`` through ``%load_ext``.
 
 transformers and accelerate are not installed here. Their messages are raised
 with their exact text: ``warnings.warn(..., UserWarning)`` for transformers'
@@ -28,9 +28,9 @@ from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import CapturedIO, capture_output
 from shells import panels, run, singleton_shell
 
-from ipydevice import ipython as ext
-from ipydevice import warnings_hook
-from ipydevice.messages import recognise
+from ipydevice.diagnosis.recognise import recognise
+from ipydevice.integrations import ipython as ext
+from ipydevice.integrations import warnings_hook
 
 GENERATE = (
     "You are calling .generate() with the `input_ids` being on a device type different than "
@@ -475,12 +475,12 @@ def test_loading_does_not_import_the_engine_or_torch() -> None:
         "import sys\nfrom IPython.core.interactiveshell import InteractiveShell\n"
         "ip = InteractiveShell.instance()\nip.run_line_magic('load_ext', 'ipydevice')\n"
         "import warnings\nwarnings.warn('an ordinary warning')\n"
-        "print(sorted(m for m in ('torch', 'ipydevice.engine', 'ipydevice.messages') if m in sys.modules))"
+        "print(sorted(m for m in ('torch', 'ipydevice.diagnosis.engine', 'ipydevice.diagnosis.recognise') if m in sys.modules))"
     )
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
     )
-    assert done.stdout.strip().splitlines()[-1] == "['ipydevice.messages']"
+    assert done.stdout.strip().splitlines()[-1] == "['ipydevice.diagnosis.recognise']"
 
 
 # -- guarded ----------------------------------------------------------------------------------------

@@ -3,7 +3,7 @@ somewhere else than the model.
 
 After each successful cell, the names the cell binds (read from its source with
 ``ast``, nothing run) are checked against the namespace's model with
-:func:`ipydevice.audits.watch`: metadata only, one parameter of the model read.
+:func:`ipydevice.audits.checkup.watch`: metadata only, one parameter of the model read.
 ``meta`` stands in for the accelerator.
 """
 
@@ -18,7 +18,7 @@ from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import CapturedIO, capture_output
 from shells import run_captured, singleton_shell
 
-from ipydevice import ipython as ext
+from ipydevice.integrations import ipython as ext
 
 torch = pytest.importorskip("torch")
 
@@ -203,7 +203,7 @@ def test_a_watched_cell_is_not_slower_than_an_unwatched_one(ip: InteractiveShell
 def test_a_failing_watch_is_one_line_on_stderr(
     ip: InteractiveShell, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from ipydevice import audits
+    from ipydevice.audits import checkup as audits
 
     def boom(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("watch exploded")

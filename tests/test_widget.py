@@ -6,7 +6,7 @@ import pytest
 from cells import Notebook
 
 import ipydevice
-from ipydevice.widget import build_panel, panel_bundle
+from ipydevice.render.widget import build_panel, panel_bundle
 
 w = pytest.importorskip("ipywidgets")
 

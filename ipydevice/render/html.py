@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from html import escape
 from typing import Any
 
+from ipydevice.collect.probe import format_bytes
 from ipydevice.model import Diagnosis, Fix, ObjectRecord
-from ipydevice.probe import format_bytes
 from ipydevice.render.text import (
     SCOPE_HINTS,
     headline,

@@ -10,8 +10,8 @@ import textwrap
 from collections.abc import Sequence
 from typing import Any
 
+from ipydevice.collect.probe import format_bytes
 from ipydevice.model import Diagnosis, Finding, ObjectRecord
-from ipydevice.probe import format_bytes
 
 __all__ = ["columns", "headline", "render_diagnosis", "shares_text"]
 

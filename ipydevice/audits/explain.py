@@ -1,0 +1,113 @@
+"""The audits that explain a device error, for the error panel: the model's and the
+failing module's (what sits off the target, layers ``.to()`` cannot see), the
+optimizers' behind culprits, the namespace's objects of the classes the error's
+family names (:attr:`~ipydevice.diagnosis.family.Family.audited`), and the
+registered audits (:func:`ipydevice.audit`) over the model, the failing module
+and the culprits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ipydevice import registry
+from ipydevice import settings as _settings
+from ipydevice.audits.checkup import (
+    EXPLAINS_ANY_DEVICE,
+    module_problems,
+    problems_of,
+    registered_audits,
+)
+from ipydevice.collect import probe
+from ipydevice.collect.scan import Entry, Scan
+from ipydevice.diagnosis.culprits import Analysis
+from ipydevice.diagnosis.family import MessageFacts
+from ipydevice.model import Finding, Fix
+
+__all__ = ["explaining_audits"]
+
+
+def explaining_audits(
+    analysis: Analysis, fixes: tuple[Fix, ...], facts: MessageFacts, namespace: Mapping[str, Any]
+) -> tuple[tuple[Finding, ...], tuple[Fix, ...], tuple[str, ...]]:
+    """Adds the audits that explain the error: the model's and the optimizers'
+    (what sits off the target, layers ``.to()`` cannot see), for some families
+    the namespace's DataLoaders, (D)DP wrappers or GradScalers, and the registered
+    audits (:func:`ipydevice.audit`) over the model, the failing module and the
+    culprits. Returns the causes, the fixes and the notes of failing plugins."""
+    causes = list(analysis.causes)
+    extra = list(fixes)
+    entries = [e for e in (analysis.top_module, analysis.failing_module) if e is not None]
+    problems = [p for e in dict.fromkeys(entries) for p in module_problems(e, factories=False)]
+    problems += [
+        p
+        for c in analysis.found
+        if c.owner is not None and c.owner.optimizer is not None
+        for p in problems_of([c.owner], plugins=False)
+    ]
+    problems += _family_problems(facts, namespace, analysis)
+    notes: list[str] = []
+    plugged = _plugin_problems(analysis, notes)
+    known = {(c.name, c.rule) for c in causes} | {(c.name, c.rule) for c in analysis.culprits}
+    own = {id(p) for p in plugged}
+    for problem in [*problems, *plugged]:
+        finding = problem.finding
+        explains = finding.rule in EXPLAINS_ANY_DEVICE or (
+            finding.device and finding.device != analysis.target
+        )
+        if (
+            (finding.name, finding.rule) in known
+            or not explains
+            or finding.rule == "factory_without_device"
+        ):
+            continue
+        causes.append(finding)
+        known.add((finding.name, finding.rule))
+        # A built-in audit's moves are the panel's own namespace fix already; a
+        # plugin's fixes are its own, whatever their scope.
+        scopes = ("namespace", "cell", "source") if id(problem) in own else ("source",)
+        extra += [
+            f for f in problem.fixes if f.scope in scopes and all(f.code != g.code for g in extra)
+        ]
+    return tuple(causes), tuple(extra), tuple(notes)
+
+
+def _plugin_problems(analysis: Analysis, notes: list[str]) -> list[Any]:
+    """The registered audits over the model, the failing module, the culprits and
+    their owners, with the target as the device things should be on."""
+    top = analysis.top_module
+    entries = [top, analysis.failing_module]
+    for culprit in analysis.found:
+        entries += [culprit.owner, *culprit.entries]
+    model = top.name if top is not None else ""
+    return registered_audits(entries, analysis.target, model, notes, display_names=True)
+
+
+def _family_problems(
+    facts: MessageFacts, namespace: Mapping[str, Any], analysis: Analysis
+) -> list[Any]:
+    """Audits of the top-level objects the error's family points at (a DataLoader
+    for a generator error); the model comes along so that devices compare."""
+    family = registry.family_of(facts.family)
+    kinds = family.audited if family is not None else ()
+    if not kinds:
+        return []
+    try:
+        items = list(namespace.items())[: _settings.current().max_objects]
+    except Exception:
+        return []
+    roots = [
+        Entry(v, (("name", k),), "namespace", "object", named=True)
+        for k, v in items
+        if type(k) is str and probe.class_name(v) in kinds
+    ]
+    for root in roots:
+        if probe.is_module(root.obj):  # a (D)DP wrapper is a module: give it its view
+            added = Scan(_settings.current()).add(root.obj, root.path, "namespace", named=True)
+            assert added is not None  # a module always gets an entry in a fresh scan
+            root.kind, root.module = "module", added.module
+    model = analysis.top_module
+    if not roots:
+        return []
+    return problems_of(([model] if model is not None else []) + roots, plugins=False)

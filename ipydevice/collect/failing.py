@@ -1,0 +1,89 @@
+"""What the failing frames hold: the operands of the failing lines, the user's
+locals, and the modules, optimizers and tensors passed through library frames.
+
+Innermost first, then named from the user's namespace (the namespace is
+searched in depth later, for the objects the report is about only).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ipydevice import settings as _settings
+from ipydevice.collect import probe
+from ipydevice.collect.frames import FrameView, line_operands
+from ipydevice.collect.scan import Scan
+
+__all__ = ["collect"]
+
+
+def collect(
+    views: list[FrameView], namespace: Mapping[str, Any], settings: _settings.Settings
+) -> Scan:
+    """Scans what the frames hold, innermost first, then names it from ``namespace``."""
+    scan = Scan(settings)
+    user_indexes = [i for i, v in enumerate(views) if v.is_user]
+    innermost_user = user_indexes[-1] if user_indexes else -1
+    for index in range(len(views) - 1, -1, -1):
+        view = views[index]
+        if view.is_user:
+            _collect_user_frame(scan, view, index, innermost=index == innermost_user)
+        elif index > innermost_user:
+            _collect_library_frame(scan, view)
+    scan.name_from(namespace, deep=False)  # deeper names: engine.name_in_depth
+    return scan
+
+
+def _collect_user_frame(scan: Scan, view: FrameView, index: int, innermost: bool) -> None:
+    for text, value, is_index in line_operands(view):
+        path = (("local", text),)
+        scan.add(
+            value,
+            path,
+            view.label,
+            on_line=True,
+            operand=innermost,
+            is_index=is_index,
+            user=True,
+            frame=index,
+        )
+    owner = view.self_object
+    if owner is not None:
+        scan.add(owner, (("local", "self"),), view.label, user=True)
+    for name, value in view.local_items(scan.settings.max_items):
+        scan.add(value, (("local", name),), view.label, user=True)
+
+
+def _collect_library_frame(scan: Scan, view: FrameView) -> None:
+    """Library frames add the module or optimizer they run and, for module and
+    ``torch.nn.functional`` calls, the tensors passed in; torch's deeper
+    internals only hold temporaries the user never named."""
+    owner = view.self_object
+    if owner is not None and (probe.is_module(owner) or probe.is_optimizer(owner)):
+        scan.add(owner, (("local", "self"),), view.label)
+    elif not _is_functional(view):
+        return
+    for name, value in view.arguments():
+        if probe.is_a(value, (tuple, list)) and name in _varargs(view):
+            items = tuple.__iter__(value) if probe.is_a(value, tuple) else list.__iter__(value)
+            for index, item in zip(range(scan.settings.max_items), items, strict=False):
+                if probe.is_tensor(item):
+                    scan.add(item, (("local", f"{name}[{index}]"),), view.label, operand=True)
+        else:
+            scan.add(value, (("local", name),), view.label, operand=True)
+
+
+def _is_functional(view: FrameView) -> bool:
+    # torch.nn.functional's arguments are the user's tensors; the optimizers'
+    # are lists of lists of every parameter and state tensor (noise, not operands).
+    return view.summary.filename.replace("\\", "/").endswith("/nn/functional.py")
+
+
+def _varargs(view: FrameView) -> set[str]:
+    code = view.frame.f_code
+    count = code.co_argcount + code.co_kwonlyargcount
+    names = set()
+    if code.co_flags & 0x04:
+        names.add(code.co_varnames[count])
+    return names

@@ -1,0 +1,530 @@
+"""Bounded walks over live objects: tensors, modules, optimizers, containers.
+
+A :class:`Scan` is transient: while one diagnosis or inventory runs it holds the
+objects it was given, then :meth:`Scan.records` turns what it saw into
+:class:`~ipydevice.model.ObjectRecord` rows (strings and numbers) and the scan is
+dropped. Every walk is bounded by :mod:`ipydevice.settings` (objects visited,
+items per container, depth, modules per tree) and reports truncation in
+``notes``. All facts come from :mod:`ipydevice.collect.probe`, which reads metadata only.
+
+Names follow what the user would type: a namespace path when one reaches the
+object (``batch['input_ids']``, ``model.encoder.layers[3].cache``), else the local
+name and its function (``pos in PosEnc.forward``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import operator
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+from ipydevice.collect import probe
+from ipydevice.collect.entries import (
+    Entry,
+    FactsCache,
+    ModuleView,
+    OptimizerView,
+    dispatch_device,
+    optimizer_view,
+    record_of,
+    shares_of,
+)
+from ipydevice.collect.paths import Path, format_path
+from ipydevice.collect.walk import (
+    ATOM_IDS,
+    SKIP,
+    UNWALKED_TYPES,
+    WALK,
+    child_step,
+    classify,
+    container_items,
+    held_modules,
+    is_container,
+    kind_of,
+    module_children,
+    named_items,
+    only_usual_attributes,
+    plain_name,
+    public_items,
+)
+from ipydevice.model import ObjectRecord
+from ipydevice.settings import Settings
+
+__all__ = ["SKIP_NAMES", "Entry", "ModuleView", "OptimizerView", "Scan", "record_of", "shares_of"]
+
+#: Namespace names that are IPython's own bookkeeping, never the user's objects.
+SKIP_NAMES = frozenset({"In", "Out", "exit", "quit", "get_ipython"})
+
+_BUDGET_NOTE = "scan stopped after {} objects"
+
+_FIRST, _SECOND = operator.itemgetter(0), operator.itemgetter(1)
+
+
+class Scan:
+    """Collects entries from frames and namespaces, then names and records them."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.entries: dict[int, Entry] = {}
+        self.notes: list[str] = []
+        self._visits = 0
+        self._warned: set[str] = set()
+        self._walk_kinds: dict[int, tuple[type, int, bool]] = {}
+        self._tensor_types: set[int] = set()
+        self._facts = FactsCache()
+        self._roots: tuple[Mapping[str, Any], list[tuple[str, Any, int]]] | None = None
+
+    # -- collecting ---------------------------------------------------------------
+
+    def add(self, obj: Any, path: Path, where: str, **flags: Any) -> Entry | None:
+        """Adds ``obj`` (and what it holds) unless already seen; returns its entry."""
+        entry = self.entries.get(id(obj))
+        if entry is not None:
+            entry.operand |= bool(flags.get("operand"))
+            entry.on_line |= bool(flags.get("on_line"))
+            entry.is_index |= bool(flags.get("is_index"))
+            entry.frame = min(entry.frame, int(flags.get("frame", 1_000)))
+            if flags.get("user") and not entry.user and not entry.named and not entry.parent_kind:
+                # A user's frame names it better than torch's (``batch in predict``
+                # rather than ``input in Linear.forward``).
+                entry.path, entry.where, entry.user = path, where, True
+            return entry
+        kind = kind_of(obj)
+        if kind is None:
+            return None
+        entry = Entry(obj, path, where, kind, order=len(self.entries), shared=self._facts, **flags)
+        self.entries[id(obj)] = entry
+        if kind == "module":
+            entry.module = self._module_view(entry)
+        elif kind == "optimizer":
+            entry.optimizer = optimizer_view(obj)
+        elif kind == "container":
+            self._add_children(entry, flags)
+        return entry
+
+    def _add_children(self, parent: Entry, flags: dict) -> None:
+        depth = sum(1 for step in parent.path if step[0] != "local")
+        if depth >= self.settings.max_depth:
+            return
+        inherited = {k: v for k, v in flags.items() if k in ("operand", "on_line")}
+        for step, child in self._children(parent.obj, parent.path):
+            # Atoms first: up to max_objects x max_items children pass here.
+            if id(type(child)) in ATOM_IDS:
+                continue
+            seen = self.entries.get(id(child))
+            if seen is not None:
+                self._claim(seen, parent, step, inherited)
+                continue
+            if self._spent():
+                return
+            if kind_of(child) is None:
+                continue
+            entry = self.add(
+                child,
+                (*parent.path, step),
+                parent.where,
+                owner=parent,
+                user=parent.user,
+                **inherited,
+            )
+            if entry is not None:
+                entry.owner = parent
+
+    def _claim(self, entry: Entry, parent: Entry, step: tuple[str, Any], flags: dict) -> None:
+        """An object seen before (torch's frames hold ``batch[key]`` as ``input``)
+        found again in a container of the user's: the container names it, as the
+        user wrote it, and it shares the container's place on the failing line."""
+        if entry is parent or entry.named or entry.parent_kind or entry.owner is not None:
+            return
+        if parent.user and not entry.user:
+            entry.path, entry.where, entry.user = (*parent.path, step), parent.where, True
+            entry.owner = parent
+        entry.operand |= bool(flags.get("operand"))
+        entry.on_line |= bool(flags.get("on_line"))
+
+    def _module_view(self, owner: Entry) -> ModuleView:
+        module, path = owner.obj, owner.path
+        view = ModuleView(placement=self._facts.placement)
+        count = 0
+        stack: list[tuple[Any, Path]] = [(module, ())]
+        seen: set[int] = set()
+        while stack:
+            current, rel = stack.pop()
+            if id(current) in seen:
+                continue
+            seen.add(id(current))
+            count += 1
+            if count > self.settings.max_modules:
+                view.truncated = True
+                self._note(
+                    f"{format_path(path)}: only the first {self.settings.max_modules} submodules were scanned"
+                )
+                break
+            children = self._module_level(current, rel, view)
+            if rel:
+                view.submodules.append((rel, current))
+            stack.extend(reversed(children))
+        for rel, tensor, kind in view.registered:
+            self._record_part(tensor, (*path, *rel), owner, kind)
+        for rel, tensor, _ in view.attributes:
+            self._record_part(tensor, (*path, *rel), owner, "attribute")
+        held = [(rel, module) for _, members, _ in view.plain_lists for rel, module in members]
+        for rel, module in [*view.submodules, *held]:
+            self._adopt(module, (*path, *rel), owner)
+        return view
+
+    def _adopt(self, module: Any, path: Path, owner: Entry) -> None:
+        """A submodule scanned on its own (a failing layer) belongs to its model."""
+        entry = self.entries.get(id(module))
+        if entry is not None and entry is not owner and entry.owner is None and not entry.named:
+            entry.owner, entry.where = owner, owner.where
+            # What it holds was recorded under its old path (``self`` of its own
+            # frame, which every method frame shares): rebase it, or a layer's
+            # attention would become ``model.self_attn`` instead of
+            # ``model.layers[0].self_attn`` once ``model`` is named.
+            self._rebase(entry, path)
+
+    def _module_level(self, module: Any, rel: Path, view: ModuleView) -> list[tuple[Any, Path]]:
+        """One module of a tree: its registered tensors and what ``.to()`` misses
+        into ``view``; returns its submodules. Every module of a model pays this."""
+        state = probe.module_dict(module)
+        if not view.dispatch_device and not rel:
+            view.dispatch_device = dispatch_device(state.get("hf_device_map"))
+        limit = self.settings.max_items
+        registered = view.registered
+        tensor_types = self._tensor_types
+        for slot, kind in (("_parameters", "parameter"), ("_buffers", "buffer")):
+            for name, tensor in named_items(state.get(slot), limit):
+                if id(type(tensor)) in tensor_types or self._is_tensor(tensor):
+                    registered.append(((*rel, ("attr", name)), tensor, kind))
+        children = []
+        submodules = named_items(state.get("_modules"), limit)
+        if submodules:
+            container = probe.class_name(module)
+            for name, child in submodules:
+                if child is not None:
+                    children.append((child, (*rel, child_step(container, name))))
+        if only_usual_attributes(module, state):
+            return children  # nn.Linear & co. with nothing the user added
+        for name, value in public_items(state, self.settings.max_items):
+            if probe.is_tensor(value):
+                view.attributes.append(((*rel, ("attr", name)), value, module))
+            elif probe.is_a(value, (list, tuple, dict)):
+                view.held.append(((*rel, ("attr", name)), value))
+                held = held_modules(value, (*rel, ("attr", name)), self.settings.max_items)
+                if held:
+                    view.plain_lists.append(((*rel, ("attr", name)), held, module))
+            elif probe.is_optimizer(value):
+                view.held.append(((*rel, ("attr", name)), value))
+        return children
+
+    def _is_tensor(self, obj: Any) -> bool:
+        """:func:`probe.is_tensor`, remembering the tensor types met (by id, the
+        types kept alive by the scan's objects) so a model's next parameter costs
+        one set lookup."""
+        if probe.is_tensor(obj):
+            self._tensor_types.add(id(type(obj)))
+            return True
+        return False
+
+    def _record_part(self, tensor: Any, path: Path, owner: Entry, kind: str) -> None:
+        entry = self.entries.get(id(tensor))
+        if entry is None:
+            self.entries[id(tensor)] = Entry(
+                tensor,
+                path,
+                owner.where,
+                kind,
+                parent_kind="module",
+                order=len(self.entries),
+                owner=owner,
+                shared=self._facts,
+            )
+        elif not entry.parent_kind:
+            # First seen as a bare operand (``pos_weight`` of F.binary_cross_entropy_...):
+            # it belongs to this module, which is how the user reaches and moves it.
+            entry.kind, entry.parent_kind, entry.owner = kind, "module", owner
+            if not entry.named:
+                entry.path, entry.where = path, owner.where
+
+    # -- naming from the namespace --------------------------------------------------
+
+    def name_from(
+        self, namespace: Mapping[str, Any], only: set[int] | None = None, deep: bool = True
+    ) -> None:
+        """Gives entries namespace paths, walking ``namespace`` breadth first.
+
+        Args:
+            namespace: the user's names.
+            only: ids of the entries worth a deep search (default: all unnamed).
+            deep: False looks at the top-level names only (one dict pass).
+
+        Stops as soon as every wanted entry has a name, or when the visit budget
+        is spent, so the cost follows the objects involved, not the namespace.
+        """
+        wanted = {key for key, entry in self.entries.items() if not entry.named}
+        if only is not None:
+            wanted &= only
+        if not wanted:
+            return
+        if not deep:
+            found = self._namespace_items(namespace, wanted)
+            # A deep search of the same namespace (later in this diagnosis) starts
+            # from its containers and modules: kept, so the namespace is read once.
+            self._roots = (namespace, [item for item in found if item[2] == WALK])
+            for name, value, _ in found:
+                if id(value) in wanted:  # (two names for one object: the first wins)
+                    wanted -= self._rename(self.entries[id(value)], (("name", name),))
+            return
+        # Objects are named when first reached (breadth first: by their shortest
+        # path). Only objects with something below them (containers, modules,
+        # optimizers) are queued, each once, so every queued item costs exactly
+        # one visit and the queue never holds more than the visits left: a wide
+        # namespace (5,000 lists of 200 items) cannot grow it to a million
+        # entries, and 10,000 tensors in the namespace spend no visits at all.
+        queued: set[int] = set()
+        queue: list[tuple[Any, Path, int]] = []
+        dropped = False  # something was left unqueued for want of budget
+        room = self.settings.max_objects - self._visits - len(self.entries)
+        if self._roots is not None and self._roots[0] is namespace:
+            roots = self._roots[1]  # what a top-level pass left: every wanted name is taken
+        else:
+            roots = self._namespace_items(namespace, wanted)
+        for name, value, category in roots:
+            key = id(value)
+            if key in wanted and category != SKIP:
+                wanted -= self._rename(self.entries[key], (("name", name),))
+            if key in queued or category != WALK:
+                continue
+            if len(queue) >= room:
+                dropped = True  # it could never be visited within the budget
+                continue
+            queued.add(key)
+            queue.append((value, (("name", name),), 0))
+        head = 0
+        max_depth = self.settings.max_depth
+        while head < len(queue) and wanted and not self._spent():
+            obj, path, depth = queue[head]
+            head += 1
+            self._visits += 1
+            room = (
+                self.settings.max_objects - self._visits - len(self.entries) - (len(queue) - head)
+            )
+            scanned = self.entries.get(id(obj))
+            view = scanned.module if scanned is not None and scanned.obj is obj else None
+            children: Iterable[tuple[Path, Any]]
+            if view is not None and not view.truncated:
+                # A module this scan has walked already: what it holds is known,
+                # by path, without reading a single __dict__ again.
+                children = self._view_children(view, wanted)
+                container = None
+            else:
+                children = (
+                    ((step,), child)
+                    for step, child in self._children(obj, path)
+                    if id(type(child)) not in ATOM_IDS  # an int is never wanted, holds nothing
+                )
+                container = obj if is_container(obj) else None
+            for steps, child in children:
+                key = id(child)
+                if key in wanted:
+                    entry = self.entries[key]
+                    wanted -= self._rename(entry, (*path, *steps))
+                    if container is not None:
+                        entry.container = container
+                below = depth + len(steps)
+                if below >= max_depth or key in queued or not self._walks(child):
+                    continue  # nothing below it is looked at (or it is queued already)
+                if room <= 0:
+                    dropped = True
+                    break
+                queued.add(key)
+                queue.append((child, (*path, *steps), below))
+                room -= 1
+        if dropped and wanted:
+            self._note(_BUDGET_NOTE.format(self.settings.max_objects))
+
+    def _view_children(self, view: ModuleView, wanted: set[int]) -> list[tuple[Path, Any]]:
+        """What a scanned module holds that a naming walk needs, as (steps, object):
+        its wanted parts and submodules, and the containers it holds."""
+        parts = [
+            (rel, obj)
+            for rel, obj in (
+                *((rel, t) for rel, t, _ in view.registered),
+                *((rel, t) for rel, t, _ in view.attributes),
+                *view.submodules,
+            )
+            if id(obj) in wanted
+        ]
+        return parts + view.held
+
+    def _walks(self, obj: Any) -> bool:
+        """Whether a naming walk looks inside ``obj``."""
+        return self._type_facts(obj)[2]
+
+    def _type_facts(self, obj: Any) -> tuple[type, int, bool]:
+        """``(type, namespace category, walks)`` for ``obj`` (see :func:`classify`),
+        decided once per type per scan: every test reads the type alone."""
+        kind = type(obj)
+        cached = self._walk_kinds.get(id(kind))
+        if cached is None:
+            # The type is kept beside its id so that the id cannot be reused
+            # while this scan lives; the scan, and so the cache, is transient.
+            cached = (kind, *classify(obj))
+            self._walk_kinds[id(kind)] = cached
+        return cached
+
+    def _namespace_items(
+        self, namespace: Mapping[str, Any], wanted: set[int]
+    ) -> list[tuple[str, Any, int]]:
+        """``(name, value, category)`` for the public names worth a look: the wanted
+        objects and those with something inside (:data:`WALK`), in namespace order.
+
+        A namespace may hold 10,000 tensors beside a few models and batches, and
+        this runs right after IPython's traceback has left the CPU caches cold:
+        the names are picked at C speed (``map``/``compress``, no bytecode per
+        name), each type classified once, and only the names picked cost Python.
+        """
+        try:
+            if type(namespace) is dict:
+                keys, values = list(namespace), list(namespace.values())
+            else:
+                items = list(namespace.items())
+                keys, values = list(map(_FIRST, items)), list(map(_SECOND, items))
+        except Exception:  # a hostile mapping: items() raised, or yielded no pairs
+            return []
+        if len(keys) != len(values):  # changed while read (another thread)
+            return []
+        types = list(map(type, values))
+        try:
+            picked = self._picked(values, types, wanted)
+        except Exception:  # a metaclass whose __hash__ raises: one name at a time
+            picked = self._picked_slowly(values, wanted)
+        kinds = self._walk_kinds
+        out: list[tuple[str, Any, int]] = []
+        for index in picked:
+            key, value = keys[index], values[index]
+            name = key if type(key) is str else plain_name(key)
+            if name is None or name.startswith("_") or name in SKIP_NAMES:
+                continue
+            out.append((name, value, kinds[id(types[index])][1]))
+        return out
+
+    def _picked(self, values: list[Any], types: list[type], wanted: set[int]) -> list[int]:
+        """Indexes of the values that walk or are wanted, at C speed; hashes types."""
+        distinct = set(types)
+        kinds = self._walk_kinds
+        for kind in distinct:
+            if id(kind) not in kinds:
+                self._type_facts(values[types.index(kind)])  # one value decides a type
+        walking = {kind for kind in distinct if kinds[id(kind)][1] == WALK}
+        everywhere = range(len(values))
+        picked = set(itertools.compress(everywhere, map(walking.__contains__, types)))
+        picked.update(itertools.compress(everywhere, map(wanted.__contains__, map(id, values))))
+        return sorted(picked)
+
+    def _picked_slowly(self, values: list[Any], wanted: set[int]) -> list[int]:
+        """:meth:`_picked` without hashing anything but ids."""
+        picked = []
+        for index, value in enumerate(values):
+            category = self._type_facts(value)[1]
+            if category == WALK or id(value) in wanted:
+                picked.append(index)
+        return picked
+
+    def _rename(self, entry: Entry, path: Path) -> set[int]:
+        entry.named, entry.where = True, "namespace"
+        renamed = {id(entry.obj)}
+        for key, other in self._rebase(entry, path):
+            other.named, other.where = True, "namespace"
+            renamed.add(key)
+        return renamed
+
+    def _rebase(self, entry: Entry, path: Path) -> list[tuple[int, Entry]]:
+        """Gives ``entry`` the path ``path``, and the unnamed entries it holds
+        (recorded under its old path) the same prefix; returns those."""
+        old = entry.path
+        entry.path = path
+        size = len(old)
+        moved = []
+        for key, other in self.entries.items():
+            if (
+                other is not entry
+                and not other.named
+                and other.path[:size] == old
+                and _descends(other, entry)
+            ):
+                other.path = (*path, *other.path[size:])
+                moved.append((key, other))
+        return moved
+
+    # -- children of one object -------------------------------------------------------
+
+    def _children(self, obj: Any, path: Path) -> Iterator[tuple[tuple[str, Any], Any]]:
+        if probe.is_tensor(obj) or probe.is_a(obj, UNWALKED_TYPES):
+            return
+        if probe.is_module(obj):
+            yield from module_children(obj, self.settings.max_items)
+            return
+        if probe.is_optimizer(obj):
+            yield ("attr", "state"), probe.module_dict(obj).get("state")
+            return
+        limit = self.settings.max_items
+        items = container_items(obj, limit + 1)
+        if items is None:
+            return
+        if len(items) > limit:
+            self._note(f"{format_path(path)}: only the first {limit} items were scanned")
+            items = items[:limit]
+        yield from items
+
+    def _spent(self) -> bool:
+        if self._visits + len(self.entries) >= self.settings.max_objects:
+            self._note(_BUDGET_NOTE.format(self.settings.max_objects))
+            return True
+        return False
+
+    def _note(self, text: str) -> None:
+        if text not in self._warned:
+            self._warned.add(text)
+            self.notes.append(text)
+
+    # -- results ------------------------------------------------------------------------
+
+    def records(self, compact: bool = False) -> tuple[ObjectRecord, ...]:
+        """Every entry as a row of strings and numbers.
+
+        ``compact`` leaves out module parameters and buffers that sit where their
+        module does: a 32-block model then costs a row, not three hundred.
+        """
+        limit = self.settings.max_items
+        entries = sorted(self.entries.values(), key=lambda e: e.order)
+        if compact:
+            entries = [e for e in entries if not _unremarkable_part(e)]
+        rows = (record_of(e, limit) for e in entries)
+        # A container that holds no tensor (``kwargs`` of a library frame) is noise.
+        return tuple(r for r in rows if r.kind != "container" or r.shares)
+
+
+# -- helpers ----------------------------------------------------------------------------
+
+
+def _unremarkable_part(entry: Entry) -> bool:
+    owner = entry.owner
+    if entry.parent_kind != "module" or entry.operand or owner is None or owner.module is None:
+        return False
+    return entry.device == owner.module.majority()
+
+
+def _descends(entry: Entry, ancestor: Entry) -> bool:
+    seen = 0
+    owner = entry.owner
+    while owner is not None and seen < 64:
+        if owner is ancestor:
+            return True
+        owner, seen = owner.owner, seen + 1
+    return False
+
+
+#: What a naming walk does with a namespace value (see :func:`classify`).

@@ -1,0 +1,393 @@
+"""Choosing the target device and ranking the objects on the wrong one.
+
+The target is where things *should* go: the device a dispatched model takes its
+inputs on; else where the model taking part keeps its parameters; else what the
+message says is expected; else where most of the operands are. A bare device
+type (``cuda``) is made concrete (``cuda:0``) when an index is known.
+
+A culprit is an object that took part and sits elsewhere. Some mixes are legal
+and never blamed: a 0-dim CPU tensor (a scalar), a CPU tensor used only as an
+index, Adam's CPU ``step`` (unless capturable/fused). When operands of the failing
+statement are off-target, only they (and the failing module's own misplaced
+parts) are named, so locals that merely sit nearby do not drown the answer.
+
+:class:`Analysis` holds live entries for :mod:`ipydevice.fixes.propose` and is transient.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from dataclasses import dataclass, field
+
+from ipydevice import registry
+from ipydevice.collect import probe
+from ipydevice.collect.frames import FrameView
+from ipydevice.collect.scan import Entry, Scan
+from ipydevice.diagnosis.family import MessageFacts
+from ipydevice.model import OPTIMIZER_STATE, Finding
+
+__all__ = ["Analysis", "Culprit", "analyse", "same_device"]
+
+_TENSOR_KINDS = ("tensor", "parameter", "buffer", "attribute")
+
+
+@dataclass(eq=False)
+class Culprit:
+    """A finding plus the live entries behind it (transient)."""
+
+    finding: Finding
+    entries: list[Entry]
+    owner: Entry | None = None
+
+
+@dataclass(eq=False)
+class Analysis:
+    """Target, culprits and causes, with live entries for the fixes (transient)."""
+
+    target: str = ""
+    found: list[Culprit] = field(default_factory=list)
+    causes_found: list[Culprit] = field(default_factory=list)
+    top_module: Entry | None = None
+    failing_module: Entry | None = None
+    notes: tuple[str, ...] = ()
+
+    @property
+    def culprits(self) -> tuple[Finding, ...]:
+        return tuple(c.finding for c in self.found)
+
+    @property
+    def causes(self) -> tuple[Finding, ...]:
+        return tuple(c.finding for c in self.causes_found)
+
+
+def same_device(a: str, b: str) -> bool:
+    """``cuda`` matches ``cuda:1``; ``cuda:0`` does not match ``cuda:1``."""
+    if a == b:
+        return True
+    if ":" in a and ":" in b:
+        return False
+    return a.split(":")[0] == b.split(":")[0]
+
+
+def analyse(facts: MessageFacts, scan: Scan, views: list[FrameView]) -> Analysis:
+    """Chooses the target and finds culprits among what ``scan`` saw."""
+    analysis = Analysis()
+    analysis.failing_module = _failing_module(scan, views)
+    analysis.top_module = _top_module(scan)
+    analysis.target = _concrete(choose_target(facts, scan, analysis, views), scan)
+    _name_optimizer_state(scan)
+    family = registry.family_of(facts.family)
+    blamed = family.blame(facts, scan, views, analysis.target) if family and family.blame else None
+    if blamed is not None:
+        analysis.found = [Culprit(b.finding, [b.entry], owner=b.entry) for b in blamed]
+    elif analysis.target:
+        analysis.found = _rank(_find(scan, analysis), analysis)
+    if analysis.target == "meta" and not (family and family.about_meta):
+        analysis.notes = (
+            "meta tensors hold no data: if the model should be real, materialise it "
+            "(to_empty, then load its weights) rather than moving the rest to meta",
+        )
+    return analysis
+
+
+# -- which modules take part -------------------------------------------------------------
+
+
+def _module_entries(scan: Scan) -> list[Entry]:
+    return [e for e in scan.entries.values() if e.module is not None]
+
+
+def _failing_module(scan: Scan, views: list[FrameView]) -> Entry | None:
+    """The module whose ``forward`` was running innermost (not a constructor or
+    a helper of a wrapper such as DDP's ``_log_and_throw``)."""
+    for view in reversed(views):
+        owner = view.self_module
+        if (
+            owner is not None
+            and view.frame.f_code.co_name == "forward"
+            and id(owner) in scan.entries
+        ):
+            return scan.entries[id(owner)]
+    return None
+
+
+def _top_module(scan: Scan) -> Entry | None:
+    """The user's model: the biggest module with parameters that a user frame's
+    failing line used, else the biggest module with parameters that took part."""
+
+    def size(entry: Entry) -> int:
+        assert entry.module is not None
+        return len(entry.module.registered)
+
+    modules = [e for e in _module_entries(scan) if size(e) > 0]
+    called = [e for e in modules if e.on_line]
+    if called:
+        outermost = min(e.frame for e in called)
+        return max((e for e in called if e.frame == outermost), key=size)
+    return max(modules, key=size, default=None)
+
+
+# -- target -------------------------------------------------------------------------------
+
+
+def choose_target(
+    facts: MessageFacts, scan: Scan, analysis: Analysis, views: list[FrameView]
+) -> str:
+    """The device things should move to (see module docstring)."""
+    family = registry.family_of(facts.family)
+    chosen = family.target(facts, views) if family is not None and family.target else ""
+    if chosen:
+        return chosen
+    optimizer_target = _optimizer_target(scan)
+    if optimizer_target:
+        return optimizer_target
+    top = analysis.top_module
+    if top is not None and top.module is not None:
+        if top.module.dispatch_device:
+            return top.module.dispatch_device
+        chosen = _model_target(top, scan)
+        if chosen:
+            return chosen
+    if facts.expected:
+        return facts.expected
+    return _operand_majority(scan, facts)
+
+
+def _optimizer_target(scan: Scan) -> str:
+    """An optimizer that was stepping with state away from its parameters: the
+    parameters' device is the target (state follows parameters, not the reverse)."""
+    for entry in scan.entries.values():
+        if entry.optimizer is not None and (entry.on_line or entry.where != "namespace"):
+            misplaced = entry.optimizer.misplaced()
+            if misplaced:
+                return Counter(p for _, _, _, p in misplaced).most_common(1)[0][0]
+    return ""
+
+
+def _model_target(top: Entry, scan: Scan) -> str:
+    assert top.module is not None
+    majority = top.module.majority()
+    if majority != "cpu":
+        return majority
+    # A model wholly on the CPU fed data that sits on one accelerator: the user
+    # most likely forgot model.to(device), so the accelerator is the target.
+    others = {
+        e.device
+        for e in scan.entries.values()
+        if (e.operand or e.on_line) and e.kind in _TENSOR_KINDS and e.parent_kind != "module"
+    }
+    others.discard("cpu")
+    if len(top.module.shares()) == 1 and len(others) == 1:
+        return others.pop()
+    return majority
+
+
+def _operand_majority(scan: Scan, facts: MessageFacts) -> str:
+    counts: Counter[str] = Counter()
+    for entry in scan.entries.values():
+        if entry.kind in _TENSOR_KINDS and (entry.operand or entry.on_line):
+            device, shape, *_ = entry.facts
+            if shape != "()" and device != "?":
+                counts[device] += 1
+    if counts:
+        ranked = sorted(counts, key=lambda d: (-counts[d], d == "cpu", d))
+        return ranked[0]
+    accelerators = [d for d in facts.devices if d not in ("cpu", "gpu")]
+    return accelerators[0] if accelerators else (facts.devices[0] if facts.devices else "")
+
+
+def _concrete(target: str, scan: Scan) -> str:
+    """``cuda`` becomes ``cuda:N`` when the objects involved show an index."""
+    if not target or ":" in target or target in ("cpu", "meta"):
+        return target
+    local_rank = os.environ.get("LOCAL_RANK", "")
+    if target == "cuda" and local_rank.isdigit():
+        return f"cuda:{local_rank}"  # each torchrun process owns the GPU of its local rank
+    seen = Counter(e.device for e in scan.entries.values() if e.kind in _TENSOR_KINDS)
+    indexed = [d for d, _ in seen.most_common() if d.startswith(target + ":")]
+    return indexed[0] if indexed else target
+
+
+# -- culprits -------------------------------------------------------------------------------
+
+
+def _name_optimizer_state(scan: Scan) -> None:
+    """State tensors are shown as ``opt.state[model.fc.weight]['exp_avg']``."""
+    for entry in list(scan.entries.values()):
+        if entry.optimizer is None:
+            continue
+        for param, key, tensor, _ in entry.optimizer.state:
+            owner = scan.entries.get(id(param))
+            label = owner.name if owner is not None else "…"
+            state_name = f"{entry.name}.state[{label}][{key!r}]"
+            found = scan.entries.get(id(tensor))
+            if found is not None:
+                found.path, found.named, found.kind = (
+                    (("local", state_name),),
+                    True,
+                    "optimizer state",
+                )
+                found.where = entry.where
+
+
+def _find(scan: Scan, analysis: Analysis) -> list[Culprit]:
+    target = analysis.target
+    found: list[Culprit] = []
+    state_ids = _optimizer_state_ids(scan)
+    grouped: set[int] = set()
+    for entry in _module_entries(scan):
+        culprit = _module_culprit(entry, target, scan, analysis)
+        if culprit is not None:
+            found.append(culprit)
+            grouped.update(id(e.obj) for e in culprit.entries)
+    for entry in scan.entries.values():
+        if (
+            entry.kind not in _TENSOR_KINDS
+            or id(entry.obj) in grouped
+            or id(entry.obj) in state_ids
+        ):
+            continue
+        why = _tensor_problem(entry, target)
+        if why:
+            found.append(Culprit(_finding(entry, why, target), [entry]))
+    for entry in scan.entries.values():
+        if entry.optimizer is not None:
+            culprit = _optimizer_culprit(entry)
+            if culprit is not None:
+                found.append(culprit)
+    # A container is not blamed: its misplaced items are, by name.
+    return [c for c in found if c.entries[0].kind != "container"]
+
+
+def _optimizer_state_ids(scan: Scan) -> set[int]:
+    ids: set[int] = set()
+    for entry in scan.entries.values():
+        if entry.optimizer is not None:
+            ids.update(id(t) for _, _, t, _ in entry.optimizer.state)
+    return ids
+
+
+def _tensor_problem(entry: Entry, target: str) -> str:
+    device = entry.device  # the common answer, "on target", needs no other fact
+    if device == "?" or same_device(device, target):
+        return ""
+    shape = entry.facts.shape
+    if shape == "()" and device == "cpu":
+        return ""  # a CPU scalar takes part in any device's op
+    if entry.is_index and device == "cpu":
+        return ""  # CPU indices are allowed for any indexed tensor
+    if entry.kind == "attribute":
+        return f"a plain tensor attribute on {device}: module.to() never moves it, the model is on {target}"
+    if entry.parent_kind == "module":
+        return f"a {entry.kind} of its module, on {device}; the computation runs on {target}"
+    return f"on {device}, but the computation runs on {target}"
+
+
+def _finding(
+    entry: Entry, why: str, target: str, kind: str | None = None, rule: str = "wrong_device"
+) -> Finding:
+    device = entry.device if entry.kind in _TENSOR_KINDS else (kind or "")
+    return Finding(
+        name=entry.name,
+        device=device,
+        kind=kind or entry.kind,
+        where=entry.where,
+        why=why,
+        rule=rule,
+        target=target,
+    )
+
+
+def _module_culprit(entry: Entry, target: str, scan: Scan, analysis: Analysis) -> Culprit | None:
+    """A submodule wholly off-target (a head added after .to()) or off-target parts."""
+    view = entry.module
+    assert view is not None
+    if all(same_device(share.device, target) for share in view.shares()):
+        return None  # the common case, answered from the cached per-device counts
+    off = [
+        (rel, t, kind)
+        for rel, t, kind in view.registered
+        if not same_device(view.placement(t)[0], target)
+    ]
+    if not off:
+        return None
+    off_devices = sorted({probe.tensor_facts(t).device for _, t, _ in off})
+    has_params = any(kind == "parameter" for _, _, kind in view.registered)
+    if len(off) == len(view.registered) and entry is not analysis.top_module and has_params:
+        why = f"all its parameters and buffers are on {', '.join(off_devices)}, the rest of the model on {target}"
+        if (
+            entry.named
+            and analysis.top_module is not None
+            and _is_inside(entry, analysis.top_module)
+        ):
+            why += " (added or replaced after model.to()?)"
+        finding = Finding(
+            entry.name,
+            off_devices[0] if len(off_devices) == 1 else "mixed",
+            "module",
+            entry.where,
+            why,
+            target=target,
+        )
+        parts = [scan.entries[id(t)] for _, t, _ in off if id(t) in scan.entries]
+        return Culprit(finding, parts, owner=entry)
+    return None  # parts of the model itself are reported one by one, as tensors
+
+
+def _is_inside(entry: Entry, top: Entry) -> bool:
+    return len(entry.path) > len(top.path) and entry.path[: len(top.path)] == top.path
+
+
+def _optimizer_culprit(entry: Entry) -> Culprit | None:
+    assert entry.optimizer is not None
+    misplaced = entry.optimizer.misplaced()
+    if not misplaced:
+        return None
+    state_devices = sorted({s for _, _, s, _ in misplaced})
+    param_devices = sorted({p for _, _, _, p in misplaced})
+    why = (
+        f"{len(misplaced)} state tensors are on {', '.join(state_devices)}, "
+        f"their parameters on {', '.join(param_devices)} (step counters excepted)"
+    )
+    name = f"{entry.name}.state"
+    finding = Finding(
+        name,
+        state_devices[0],
+        "optimizer state",
+        entry.where,
+        why,
+        rule=OPTIMIZER_STATE,
+        target=param_devices[0],
+    )
+    return Culprit(finding, [entry], owner=entry)
+
+
+def _from_user(culprit: Culprit) -> bool:
+    entry = culprit.entries[0] if culprit.entries else None
+    return entry is not None and (entry.named or entry.user or entry.parent_kind == "module")
+
+
+def _rank(found: list[Culprit], analysis: Analysis) -> list[Culprit]:
+    def score(culprit: Culprit) -> tuple[int, int, int]:
+        entry = culprit.entries[0] if culprit.entries else None
+        direct = 0 if entry is not None and (entry.operand or entry.on_line) else 1
+        if culprit.owner is not None and culprit.owner is analysis.failing_module:
+            direct = 0
+        if culprit.finding.rule == OPTIMIZER_STATE:
+            direct = 0
+        named = 0 if culprit.finding.where == "namespace" else 1
+        return (direct, named, entry.order if entry is not None else 0)
+
+    ranked = sorted(found, key=score)
+    direct = [c for c in ranked if score(c)[0] == 0]
+    if any(_from_user(c) for c in direct):
+        # A library frame's local that the user never wrote (GRU's ``hx`` made from
+        # the input) is derived from a user culprit: name the user's, not torch's.
+        direct = [c for c in direct if _from_user(c) or c.finding.kind != "tensor"]
+    structural = [
+        c for c in ranked if c.finding.kind in ("module", "attribute") and c not in direct
+    ]
+    if direct:
+        return direct + structural
+    return ranked

@@ -1,0 +1,145 @@
+"""Device spellings in error text: ``CUDA``, ``cuda:0``, ``torch.cuda.HalfTensor``,
+``CPUFloatType``, ``device(type='cuda', index=1)`` -> ``cuda``, ``cuda:0``, ``cpu``...
+
+Standard library only; used by the wordings of every error family.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["SCAN_LIMIT", "device_tokens", "normalise_device"]
+
+SCAN_LIMIT = 20_000
+# Every device type normalise_device accepts (torch's DeviceType names plus common
+# privateuse1 renames). The generic scan uses a shorter list: words such as "lazy", "ve",
+# "hip" or "ort" occur in prose far more often than as devices.
+_KNOWN_TYPES = frozenset(
+    {
+        "cpu",
+        "cuda",
+        "mps",
+        "xla",
+        "xpu",
+        "npu",
+        "hpu",
+        "mtia",
+        "maia",
+        "ipu",
+        "meta",
+        "gpu",
+        "privateuseone",
+        "mlu",
+        "musa",
+        "hip",
+        "ve",
+        "lazy",
+        "vulkan",
+        "fpga",
+        "ort",
+        "mkldnn",
+        "opengl",
+        "opencl",
+        "ideep",
+    }
+)
+_SCAN_TYPES = "privateuseone|cuda|cpu|mps|xla|xpu|npu|hpu|mtia|maia|meta|mlu|musa"
+_DTYPES = (
+    r"(?:float|double|half|bfloat16|long|int|short|char|byte|bool|complex[a-z]*"
+    r"|qu?int\d+|float8\w*?)"
+)
+_I = re.I | re.S
+
+_PLAIN_RE = re.compile(r"(?P<t>[a-z][a-z0-9_]*)(?::(?P<i>\d+))?", re.I)
+_REPR_RE = re.compile(
+    r"(?:torch\.)?device\(\s*(?:type\s*=\s*)?['\"](?P<t>[\w:]+)['\"]"
+    r"(?:\s*,\s*(?:index\s*=\s*)?(?P<i>\d+))?\s*\)",
+    re.I,
+)
+_TORCH_TYPE_RE = re.compile(
+    rf"torch\.(?:(?!sparse\.)(?P<t>[a-z]\w*)\.)?(?:sparse\.)?"
+    rf"{_DTYPES}Tensor",
+    re.I,
+)
+_LAYOUT = r"(?:sparse|quantized|mkldnn)"
+_ATEN_TYPE_RE = re.compile(rf"{_LAYOUT}?(?P<t>[a-z]+?|PrivateUse1){_DTYPES}Type", re.I)
+_BACKEND_RE = re.compile(rf"{_LAYOUT}(?P<t>[a-z]+)", re.I)
+# Runs on lower-cased text without re.I: case-insensitive alternations are several times
+# slower in CPython's re. Every branch starts with a literal, and the "not glued to a word,
+# attribute, path or hyphen" test is done in Python on the preceding character.
+_SCAN_RE = re.compile(
+    r"(?P<skip>https?://\S+|torch\.device\([^)]*\))"  # URLs; advice like map_location=
+    r"|device\(type=[^)]*\)"
+    rf"|torch\.(?:\w+\.)?(?:sparse\.)?{_DTYPES}tensor\b"
+    rf"|{_LAYOUT}?(?:{_SCAN_TYPES})(?:{_DTYPES}type\b|(?::\d+)?(?![\w\-(]))"
+)
+_GLUE = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_.-/")
+
+
+def normalise_device(token: str) -> str | None:
+    """Normalise one device spelling to a torch device string.
+
+    Args:
+        token: A device as printed by torch: ``'CUDA'``, ``'cuda:0'``, a type name
+            (``torch.cuda.HalfTensor``, ``CPUFloatType``), a repr
+            (``device(type='cuda', index=1)``), a quoted type or checkSameGPU's ``GPU``.
+
+    Returns:
+        ``'cuda'``, ``'cuda:1'``, ``'cpu'``, ``'mps'``, ``'gpu'`` ..., or ``None`` when the
+        token is not a device.
+    """
+    if not isinstance(token, str):
+        return None
+    tok = token.strip()[:200]
+    m = _REPR_RE.fullmatch(tok)
+    if m:
+        base = normalise_device(m["t"])
+        if base is None or not m["i"]:
+            return base
+        return None if ":" in base else f"{base}:{int(m['i'])}"
+    tok = tok.strip("'\"`!.,;: ")
+    m = _TORCH_TYPE_RE.fullmatch(tok)
+    if m:  # torch.FloatTensor is the CPU type; torch.cuda.FloatTensor the CUDA one
+        return "cpu" if m["t"] is None else _known(m["t"])
+    m = _ATEN_TYPE_RE.fullmatch(tok)
+    if m:
+        return _known(m["t"])
+    m = _PLAIN_RE.fullmatch(tok)
+    if not m:
+        return None
+    b = _BACKEND_RE.fullmatch(m["t"])  # legacy backends: SparseCUDA, QuantizedCPU
+    base = _known(b["t"] if b else m["t"])
+    return None if base is None else (f"{base}:{int(m['i'])}" if m["i"] else base)
+
+
+def _known(name: str) -> str | None:
+    low = name.lower()
+    low = "privateuseone" if low == "privateuse1" else low
+    return low if low in _KNOWN_TYPES else None
+
+
+def device_tokens(text: str) -> tuple[str, ...]:
+    """Scan free text for devices, normalised, in order of appearance.
+
+    Skips URLs (``meta-pytorch.github.io``), attribute and call spellings
+    (``Tensor.cpu()``, ``x.cuda``, ``torch.cuda.is_available()``), advice such as
+    ``torch.device('cpu')`` and hyphenated words (``non-meta``, ``CPU-only``). The bare
+    ``GPU`` of checkSameGPU is left to that family: in prose it is not a device type.
+
+    Args:
+        text: Any text; only the first 20,000 characters are read.
+
+    Returns:
+        The normalised devices, duplicates kept.
+    """
+    if not isinstance(text, str):
+        return ()
+    found: list[str] = []
+    low = text[:SCAN_LIMIT].lower()
+    for m in _SCAN_RE.finditer(low):
+        if m["skip"] or (m.start() and low[m.start() - 1] in _GLUE):
+            continue  # a URL, torch.device(...) advice, x.cuda, non-meta, /usr/local/cuda
+        dev = normalise_device(m.group())
+        if dev is not None:
+            found.append(dev)
+    return tuple(found)

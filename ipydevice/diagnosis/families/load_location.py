@@ -1,0 +1,99 @@
+"""The ``load_location`` family. ``torch.load`` of a checkpoint saved from a device this machine does not have: the
+fix is ``map_location``."""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Sequence
+
+from ipydevice.collect.frames import FrameView
+from ipydevice.diagnosis.devices import normalise_device
+from ipydevice.diagnosis.family import Family, MessageFacts, Parts, wording
+from ipydevice.fixes.cell import Cell, calls_in, cell_result
+from ipydevice.fixes.rewrite import add_keyword
+from ipydevice.model import Fix
+
+ID = "load_location"
+
+
+def _cuda_ordinal(m: re.Match[str], parts: Parts) -> Parts:
+    base = normalise_device(m["dt"])  # "on CUDA device 1" -> cuda:1
+    dev = f"{base}:{int(m['di'])}" if base and ":" not in base else None
+    parts["devices"], parts["offending"] = [dev], dev
+    return parts
+
+
+WORDINGS = (
+    # K torch.load: the tagged device, then the map_location target when one is suggested
+    wording(
+        ID,
+        210,
+        "deserialize",
+        r"deserialize object on an? (?P<d1>\w+) device but "
+        r"torch\.\w+\.is_available\(\) is False(?:.{0,300}?map_location\s*=\s*torch\.device\(\s*"
+        r"'(?P<d2>[\w:]+)'\s*\))?",
+        off="d1",
+        exp="d2",
+    ),
+    wording(
+        ID,
+        220,
+        "deserialize",
+        r"deserialize object on (?P<dt>\w+) device (?P<di>\d+) "
+        r"but torch\.\w+\.device_count\(\) is \d+",
+        extra=_cuda_ordinal,
+    ),
+    wording(
+        ID,
+        230,
+        "restore data location",
+        r"restore data location of \S+ \(tagged with "
+        r"(?P<d1>[\w:]+)\)",
+        off="d1",
+    ),
+    wording(
+        ID,
+        240,
+        "storage device not recognized",
+        r"Storage device not recognized:\s*"
+        r"(?P<d1>@D)@E",
+        off="d1",
+    ),
+)
+
+
+def _advice(facts: MessageFacts, target: str) -> str:
+    return f"the checkpoint was saved from {facts.devices[0] if facts.devices else 'GPU'} tensors: load it with map_location={target or 'cpu'!r}"
+
+
+def _target(facts: MessageFacts, views: Sequence[FrameView]) -> str:
+    """The CPU, or cuda:0 for a checkpoint saved from another GPU than the first."""
+    for device in facts.devices:
+        if device.startswith("cuda:") and device != "cuda:0":
+            return "cuda:0"
+    return "cpu"
+
+
+def _cell_fix(facts: MessageFacts, cell: Cell, target: str) -> Fix | None:
+    """``torch.load(...)`` with ``map_location=`` added."""
+    for call in calls_in(cell):
+        name = (
+            call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", "")
+        )
+        if name == "load" and not any(k.arg == "map_location" for k in call.keywords):
+            rewritten = add_keyword(cell.lines, call, f"map_location={target!r}")
+            return cell_result(
+                cell, rewritten, f"Load the checkpoint onto {target} with map_location"
+            )
+    return None
+
+
+FAMILY = Family(
+    ID,
+    "a checkpoint names a device that is not available (use map_location)",
+    WORDINGS,
+    advice=_advice,
+    target=_target,
+    cell_fix=_cell_fix,
+)

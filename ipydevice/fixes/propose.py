@@ -1,0 +1,309 @@
+"""Fixes for a diagnosis: code the user can read, and moves ipydevice can apply.
+
+Three scopes, best first:
+
+* ``namespace``: run once after the error, then re-run the failed cell. Tensors are
+  reassigned (``x = x.to(t)``: ``Tensor.to`` is not in place), modules are moved in
+  place, dict and tuple batches are rebuilt, optimizer state follows its
+  parameters (``step`` excepted), a meta model is materialised with ``to_empty``.
+  Offered only when the name survives a re-run: a name the cell itself rebinds
+  (``for xb, yb in loader``) would come back on the old device.
+* ``cell``: the failed cell rewritten so that it works from scratch.
+* ``source``: the line to change in a function or class (``device=`` on a factory
+  call, ``register_buffer``, ``nn.ModuleList``), with file and line.
+
+Code is built from paths with :mod:`ipydevice.collect.paths` (keys via ``repr``), and
+checked with ``ast.parse``; applying a fix follows its steps on live objects and
+never executes the code text.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ipydevice import registry
+from ipydevice.collect import probe
+from ipydevice.collect.frames import (
+    FrameView,
+)
+from ipydevice.collect.paths import Path, format_path, is_name
+from ipydevice.collect.scan import Entry, Scan
+from ipydevice.diagnosis.culprits import Analysis, Culprit
+from ipydevice.diagnosis.families.meta_device import meta_subtrees
+from ipydevice.diagnosis.family import MessageFacts
+from ipydevice.fixes.cell import Cell, cell_result, failed_cell
+from ipydevice.fixes.rewrite import insert_lines_before, parses
+from ipydevice.fixes.source import source_fixes
+from ipydevice.model import OPTIMIZER_STATE, Fix, Step
+
+__all__ = ["propose_fixes"]
+
+
+@dataclass
+class _Plan:
+    steps: list[Step] = field(default_factory=list)
+    code: list[str] = field(default_factory=list)
+    names: list[str] = field(default_factory=list)
+
+    def add(self, step: Step, code: str, name: str) -> None:
+        if step not in self.steps:
+            self.steps.append(step)
+            self.code.append(code)
+            self.names.append(name)
+
+
+def propose_fixes(
+    facts: MessageFacts, analysis: Analysis, scan: Scan, views: list[FrameView]
+) -> tuple[Fix, ...]:
+    """Every applicable fix, best first (see module docstring)."""
+    target = analysis.target
+    if not target:
+        return ()
+    cell = failed_cell(views)
+    fixes: list[Fix] = []
+    family_fix = _family_cell_fix(facts, cell, target)
+    plan = _plan_moves(analysis, scan, target, cell)
+    if plan.steps:
+        fixes.append(_namespace_fix(plan, target))
+    if family_fix is not None:
+        fixes.append(family_fix)
+    cell_fix = _cell_fix(analysis, scan, target, cell)
+    if cell_fix is not None and family_fix is None:
+        fixes.append(cell_fix)
+    fixes.extend(source_fixes(analysis, scan, views))
+    meta_fix = _meta_note_fix(analysis, target)
+    if meta_fix is not None and not any(s.action == "to_empty" for s in plan.steps):
+        fixes.append(meta_fix)
+    return tuple(f for f in fixes if parses(f.code) or f.scope == "source")
+
+
+# -- namespace moves ---------------------------------------------------------------------
+
+
+def _plan_moves(analysis: Analysis, scan: Scan, target: str, cell: Cell | None) -> _Plan:
+    plan = _Plan()
+    rebound = cell.bound if cell is not None else set()
+    by_path = {e.path: e for e in scan.entries.values() if e.named}
+    for culprit in analysis.found:
+        _plan_one(plan, culprit, by_path, target, rebound, scan)
+    return plan
+
+
+def _plan_one(
+    plan: _Plan, culprit: Culprit, by_path: dict, target: str, rebound: set[str], scan: Scan
+) -> None:
+    if (
+        culprit.finding.rule == OPTIMIZER_STATE
+        and culprit.owner is not None
+        and culprit.owner.named
+    ):
+        _plan_optimizer(plan, culprit.owner)
+        return
+    if culprit.finding.rule == "meta_model" and culprit.owner is not None:
+        if culprit.owner.named and culprit.owner.path[0][0] == "name":
+            for path in meta_subtrees(culprit.owner):
+                text = format_path(path)
+                code = f"{text}.to_empty(device={target!r})  # uninitialised: load the weights next"
+                plan.add(Step("to_empty", path, target), code, text)
+        return
+    entries = (
+        [culprit.owner]
+        if culprit.finding.kind == "module" and culprit.owner is not None
+        else culprit.entries
+    )
+    for entry in entries:
+        if not entry.named or not entry.path or entry.path[0][0] != "name":
+            continue
+        if entry.path[0][1] in rebound:
+            continue  # the cell rebinds it: only a cell fix survives a re-run
+        if entry.kind == "module" or (entry.parent_kind == "module" and entry.kind != "attribute"):
+            _plan_module(plan, entry, by_path, target, scan)
+        else:
+            _plan_tensor(plan, entry, by_path, target)
+
+
+def _plan_tensor(plan: _Plan, entry: Entry, by_path: dict, target: str) -> None:
+    path = entry.path
+    container = entry.container
+    if container is not None and len(path) == 2 and _is_batch(container):
+        # ``batch['x']``: rebuild (or .to()) the whole batch, as the user would.
+        holder = by_path.get(path[:1]) or Entry(
+            container, path[:1], "namespace", "container", named=True
+        )
+        _plan_container(plan, holder, target)
+        return
+    if container is not None and probe.is_a(container, tuple):
+        return  # deep inside a tuple: nothing to assign to; the cell fix covers it
+    # A plain attribute or item (``batch.inputs`` of a dataclass, ``cfg['x']``).
+    text = format_path(path)
+    plan.add(Step("reassign", path, target), f"{text} = {text}.to({target!r})", text)
+
+
+def _is_batch(obj: Any) -> bool:
+    """A dict, list or tuple, or a mapping with its own ``.to`` (BatchEncoding)."""
+    return probe.is_a(obj, (dict, list, tuple)) or _has_own_to(obj)
+
+
+def _has_own_to(obj: Any) -> bool:
+    try:
+        return callable(type(obj).__dict__.get("to")) or any(
+            callable(klass.__dict__.get("to")) for klass in type(obj).__mro__[1:-1]
+        )
+    except Exception:
+        return False
+
+
+def _plan_container(plan: _Plan, entry: Entry, target: str) -> None:
+    text = format_path(entry.path)
+    obj = entry.obj
+    if not probe.is_a(obj, (dict, list, tuple)) and _has_own_to(obj):
+        plan.add(Step("reassign", entry.path, target), f"{text} = {text}.to({target!r})", text)
+        return
+    if probe.is_a(obj, dict):
+        code = f"{text} = {{k: v.to({target!r}) if torch.is_tensor(v) else v for k, v in {text}.items()}}"
+        plan.add(Step("mapping", entry.path, target), code, text)
+        return
+    fields = type(obj).__dict__.get("_fields") if probe.is_a(obj, tuple) else None
+    if type(fields) is tuple:
+        values = tuple.__iter__(obj)
+        moved = ", ".join(
+            f"{f}={text}.{f}.to({target!r})"
+            if is_name(f)
+            else f"**{{{f!r}: getattr({text}, {f!r}).to({target!r})}}"
+            for f, v in zip(fields, values, strict=False)
+            if probe.is_tensor(v) and isinstance(f, str)
+        )
+        plan.add(Step("sequence", entry.path, target), f"{text} = {text}._replace({moved})", text)
+        return
+    opener, closer = ("[", "]") if probe.is_a(obj, list) else ("tuple(", ")")
+    code = f"{text} = {opener}t.to({target!r}) if torch.is_tensor(t) else t for t in {text}{closer}"
+    plan.add(Step("sequence", entry.path, target), code, text)
+
+
+def _plan_module(plan: _Plan, entry: Entry, by_path: dict, target: str, scan: Scan) -> None:
+    held = _plain_list_holding(entry, scan)
+    if held is not None:
+        list_path, members = held
+        text = format_path(list_path)
+        for member_path, _ in members:
+            step = Step("module_to", member_path, target)
+            if step not in plan.steps:
+                plan.steps.append(step)
+        plan.code.append(f"for m in {text}:\n    m.to({target!r})")
+        plan.names.append(text)
+        return
+    owner = _outermost_module(entry, by_path)
+    if owner is None or (owner.module is not None and owner.module.dispatch_device):
+        return
+    if entry.kind in ("module", "parameter", "buffer") and _on_meta(entry) and target != "meta":
+        # A meta tensor has no data to copy: Module.to() raises, to_empty() allocates,
+        # and only the meta part must be materialised, not the real weights around it.
+        path = _meta_subtree(entry, owner)
+        text = format_path(path)
+        code = f"{text}.to_empty(device={target!r})  # uninitialised: load the weights next"
+        plan.add(Step("to_empty", path, target), code, text)
+        return
+    text = format_path(owner.path)
+    plan.add(Step("module_to", owner.path, target), f"{text}.to({target!r})", text)
+
+
+def _on_meta(entry: Entry) -> bool:
+    if entry.module is not None:
+        return entry.module.majority() == "meta"
+    return entry.device == "meta"
+
+
+def _meta_subtree(entry: Entry, owner: Entry) -> Path:
+    """The all-meta subtree of ``owner`` that holds ``entry``."""
+    rel = entry.path[len(owner.path) :]
+    for path in meta_subtrees(owner):
+        if entry.path[: len(path)] == path or path[: len(entry.path)] == entry.path:
+            return path
+    return owner.path if not rel else entry.path
+
+
+def _outermost_module(entry: Entry, by_path: dict) -> Entry | None:
+    for size in range(1, len(entry.path) + 1):
+        candidate = by_path.get(entry.path[:size])
+        if candidate is not None and candidate.module is not None:
+            return candidate
+    return None
+
+
+def _plain_list_holding(entry: Entry, scan: Scan) -> tuple[Path, list[tuple[Path, Any]]] | None:
+    for other in scan.entries.values():
+        if other.module is None or not other.named:
+            continue
+        for list_rel, members, _ in other.module.plain_lists:
+            if any(module is entry.obj for _, module in members):
+                base = other.path
+                return (*base, *list_rel), [((*base, *rel), m) for rel, m in members]
+    return None
+
+
+def _plan_optimizer(plan: _Plan, owner: Entry) -> None:
+    text = format_path(owner.path)
+    code = (
+        f"for p, state in {text}.state.items():\n"
+        "    for k, v in state.items():\n"
+        '        if torch.is_tensor(v) and k != "step":\n'
+        "            state[k] = v.to(p.device)"
+    )
+    plan.add(Step(OPTIMIZER_STATE, owner.path, ""), code, f"{text}.state")
+
+
+def _namespace_fix(plan: _Plan, target: str) -> Fix:
+    names = plan.names
+    shown = names[0] if len(names) == 1 else ", ".join(names[:-1]) + f" and {names[-1]}"
+    if len(names) > 3:
+        shown = f"{len(names)} objects"
+    title = f"Move {shown} to {target}" if target else f"Move {shown}"
+    return Fix(title=title, code="\n".join(plan.code), scope="namespace", steps=tuple(plan.steps))
+
+
+# -- cell rewrites -----------------------------------------------------------------------
+
+
+def _cell_fix(analysis: Analysis, scan: Scan, target: str, cell: Cell | None) -> Fix | None:
+    """Moves the culprits right before the failing statement, inside any loop."""
+    if cell is None:
+        return None
+    plan = _Plan()
+    by_path = {e.path: e for e in scan.entries.values() if e.named}
+    for culprit in analysis.found:
+        _plan_one(plan, culprit, by_path, target, set(), scan)
+    if not plan.code:
+        return None
+    new_lines: list[str] = []
+    for code in plan.code:
+        new_lines.extend(code.splitlines())
+    rewritten = insert_lines_before(cell.lines, cell.stmt, new_lines)
+    names = ", ".join(plan.names)
+    return cell_result(
+        cell, rewritten, f"Move {names} to {target} in the cell, before the line that failed"
+    )
+
+
+def _family_cell_fix(facts: MessageFacts, cell: Cell | None, target: str) -> Fix | None:
+    """The error family's own rewrite of the failed cell (``map_location=``...)."""
+    family = registry.family_of(facts.family)
+    if cell is None or family is None or family.cell_fix is None:
+        return None
+    return family.cell_fix(facts, cell, target)
+
+
+def _meta_note_fix(analysis: Analysis, target: str) -> Fix | None:
+    top = analysis.top_module
+    if top is None or top.module is None or not top.named or len(top.path) != 1:
+        return None
+    if top.module.majority() != "meta" or target == "meta":
+        return None
+    text = format_path(top.path)
+    code = f"{text}.to_empty(device={target!r})\n# to_empty allocates uninitialised memory: load the weights next, e.g.\n# {text}.load_state_dict(state_dict)"
+    return Fix(
+        title=f"Materialise {text} on {target} (it is on the meta device and holds no data)",
+        code=code,
+        scope="namespace",
+        steps=(Step("to_empty", top.path, target),),
+    )
