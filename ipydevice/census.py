@@ -22,6 +22,7 @@ from typing import Any
 from ipydevice import probe
 from ipydevice.model import DeviceShare, Finding, ObjectRecord
 from ipydevice.paths import format_path
+from ipydevice.render.text import plural
 from ipydevice.scan import SKIP_NAMES, Entry, Scan, record_of, shares_of
 from ipydevice.session import user_namespace
 from ipydevice.settings import current
@@ -71,7 +72,7 @@ class Inventory:
 
     def __repr__(self) -> str:
         devices = ", ".join(f"{t.device} ×{t.count}" for t in self.totals)
-        return f"<Inventory {len(self.records)} objects ({devices}); {len(self.problems)} problems>"
+        return f"<Inventory {plural(len(self.records), 'object')} ({devices}); {plural(len(self.problems), 'problem')}>"
 
     def _repr_html_(self) -> str:
         from ipydevice.render.html import render_inventory_html
@@ -247,7 +248,7 @@ def _module_map(entry: Entry) -> list[ObjectRecord]:
         shares = shares_of(tensors)
         device = shares[0].device if len(shares) == 1 else "mixed"
         name = format_path((*entry.path, *rel))
-        detail = f"{len(tensors)} tensors"
+        detail = plural(len(tensors), "tensor")
         rows.append(
             ObjectRecord(
                 name,

@@ -442,3 +442,16 @@ def test_one_fix_is_not_numbered_several_are() -> None:
     )
     two = render_diagnosis(built(fixes=(*built().fixes, second)))
     assert "\n  Fixes\n    1. Move x to cuda:0  [run once" in two and "\n    2. Move x" in two
+
+
+def test_inventory_in_depth_and_repr_say_one_tensor() -> None:
+    import torch
+    import torch.nn as nn
+
+    ns = {"net": nn.Sequential(nn.Linear(2, 2, bias=False), nn.Linear(2, 2))}
+    inv = ipydevice.inventory(ns, names="net")
+    details = {r.name: r.detail for r in inv.records}
+    assert details["net[0]"] == "1 tensor" and details["net[1]"] == "2 tensors"
+    assert repr(ipydevice.inventory({"x": torch.ones(1)})) == (
+        "<Inventory 1 object (cpu ×1); 0 problems>"
+    )
