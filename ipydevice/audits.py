@@ -80,7 +80,7 @@ class Checkup:
         return render_checkup(self)
 
     def __repr__(self) -> str:
-        return f"<Checkup: {len(self.problems)} problems>"
+        return f"<Checkup: {plural(len(self.problems), 'problem')}>"
 
     def _repr_html_(self) -> str:
         from ipydevice.render.html import render_checkup_html
@@ -436,7 +436,7 @@ def _optimizer_problems(entry: Entry) -> list[Problem]:
     state = sorted({s for _, _, s, _ in misplaced})
     params = sorted({p for _, _, _, p in misplaced})
     name = f"{format_path(entry.path)}.state"
-    why = f"{len(misplaced)} state tensors on {', '.join(state)}, their parameters on {', '.join(params)} (step counters excepted)"
+    why = f"{plural(len(misplaced), 'state tensor')} on {', '.join(state)}, {'its parameter' if len(misplaced) == 1 else 'their parameters'} on {', '.join(params)} (step counters excepted)"
     finding = Finding(
         name,
         state[0],

@@ -25,6 +25,7 @@ from ipydevice.frames import FrameView
 from ipydevice.messages import MessageFacts
 from ipydevice.model import Finding
 from ipydevice.paths import Path, format_path
+from ipydevice.render.text import plural
 from ipydevice.scan import Entry, Scan
 
 __all__ = ["Analysis", "Culprit", "analyse", "meta_subtrees", "same_device"]
@@ -416,8 +417,8 @@ def _optimizer_culprit(entry: Entry) -> Culprit | None:
     state_devices = sorted({s for _, _, s, _ in misplaced})
     param_devices = sorted({p for _, _, _, p in misplaced})
     why = (
-        f"{len(misplaced)} state tensors are on {', '.join(state_devices)}, "
-        f"their parameters on {', '.join(param_devices)} (step counters excepted)"
+        f"{plural(len(misplaced), 'state tensor')} {'is' if len(misplaced) == 1 else 'are'} on {', '.join(state_devices)}, "
+        f"{'its parameter' if len(misplaced) == 1 else 'their parameters'} on {', '.join(param_devices)} (step counters excepted)"
     )
     name = f"{entry.name}.state"
     finding = Finding(

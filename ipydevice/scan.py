@@ -25,6 +25,7 @@ from typing import Any
 from ipydevice import probe
 from ipydevice.model import DeviceShare, ObjectRecord
 from ipydevice.paths import Path, format_path, is_key
+from ipydevice.render.text import plural
 from ipydevice.settings import Settings
 
 __all__ = ["SKIP_NAMES", "Entry", "ModuleView", "OptimizerView", "Scan", "record_of", "shares_of"]
@@ -1019,15 +1020,14 @@ def record_of(entry: Entry, limit: int = 200) -> ObjectRecord:
         )
     if entry.optimizer is not None:
         shares = shares_of(entry.optimizer.params)
-        detail = (
-            f"{len(entry.optimizer.params)} parameters, {len(entry.optimizer.state)} state tensors"
-        )
+        params, state = len(entry.optimizer.params), len(entry.optimizer.state)
+        detail = f"{plural(params, 'parameter')}, {plural(state, 'state tensor')}"
         return ObjectRecord(device=_one_device(shares), shares=shares, detail=detail, **base)
     items = _container_items(obj, limit + 1) or []
     children = (child for _, child in items[:limit] if id(type(child)) not in _ATOM_IDS)
     shares = shares_of(child for child in children if probe.is_tensor(child))
     size = _safe_len(obj)
-    detail = f"{size} items" if size >= 0 else ""
+    detail = plural(size, "item") if size >= 0 else ""
     if len(items) > limit:
         detail += f" (first {limit} scanned)"
     return ObjectRecord(
@@ -1055,11 +1055,11 @@ def _one_device(shares: tuple[DeviceShare, ...]) -> str:
 def _module_detail(view: ModuleView) -> str:
     params = sum(1 for _, _, kind in view.registered if kind == "parameter")
     buffers = len(view.registered) - params
-    parts = [f"{params} parameters"]
+    parts = [plural(params, "parameter")]
     if buffers:
-        parts.append(f"{buffers} buffers")
+        parts.append(plural(buffers, "buffer"))
     if view.attributes:
-        parts.append(f"{len(view.attributes)} unregistered tensors")
+        parts.append(plural(len(view.attributes), "unregistered tensor"))
     if view.dispatch_device:
         parts.append("dispatched (hf_device_map)")
     return ", ".join(parts)

@@ -455,3 +455,15 @@ def test_inventory_in_depth_and_repr_say_one_tensor() -> None:
     assert repr(ipydevice.inventory({"x": torch.ones(1)})) == (
         "<Inventory 1 object (cpu ×1); 0 problems>"
     )
+
+
+def test_details_say_one_parameter_one_item() -> None:
+    import torch
+    import torch.nn as nn
+
+    ns = {"emb": nn.Embedding(4, 2), "batch": [torch.ones(1)], "opt": None}
+    ns["opt"] = torch.optim.SGD(ns["emb"].parameters())
+    details = {r.name: r.detail for r in ipydevice.inventory(ns).records}
+    assert details["emb"] == "1 parameter"
+    assert details["batch"] == "1 item"
+    assert details["opt"] == "1 parameter, 0 state tensors"
