@@ -164,7 +164,7 @@ def test_a_finding_that_explains_keeps_its_line() -> None:
         "out = layer(v)\n",
     )
     text = render_diagnosis(d)
-    assert "✗ layer.cache: a plain tensor attribute on cpu: module.to() never moves it" in text
+    assert "✗ layer.cache: a plain tensor attribute: module.to() never moves it\n" in text
     assert "Register Layer.cache as a buffer" in text
 
 
@@ -467,3 +467,18 @@ def test_details_say_one_parameter_one_item() -> None:
     assert details["emb"] == "1 parameter"
     assert details["batch"] == "1 item"
     assert details["opt"] == "1 parameter, 0 state tensors"
+
+
+def test_a_frame_local_is_named_as_code_in_its_function() -> None:
+    d = built(
+        culprits=(
+            Finding(
+                "pos in PosEnc.forward",
+                "cpu",
+                "tensor",
+                "PosEnc.forward",
+                "on cpu, but the computation runs on cuda:0",
+            ),
+        )
+    )
+    assert headline(d) == "`pos` in PosEnc.forward is on cpu, `model` is on cuda:0"

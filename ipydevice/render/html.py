@@ -33,6 +33,7 @@ from ipydevice.render.text import (
     shares_text,
     shows_message,
     table_records,
+    why_text,
 )
 
 __all__ = [
@@ -217,7 +218,7 @@ def _causes_html(d: Diagnosis, verbosity: Verbosity = "context") -> str:
     if not items:
         return ""
     lis = "".join(
-        f'<li><code style="{CODE};font-weight:600">{escape(f.name)}</code>: {escape(f.why)}'
+        f'<li><code style="{CODE};font-weight:600">{escape(f.name)}</code>: {escape(why_text(f))}'
         + (f' <span style="{MUTED}">[{escape(f.location)}]</span>' if f.location else "")
         + "</li>"
         for f, _ in items

@@ -55,7 +55,7 @@ SCOPE_HINTS = {
 HEADER_POINTER = "details below the traceback"
 
 _MINIMAL_CODE_LINES = 4
-_MAX_CELL = {1: 36, 3: 24}  # name and device columns, in display columns
+_MAX_CELL = {1: 32, 3: 24}  # name and device columns, in display columns
 _MAX_FRAMES = 30
 
 
@@ -81,8 +81,14 @@ def plural(count: int, noun: str, plural_form: str | None = None) -> str:
     return f"{count} {plural_form or noun + 's'}"
 
 
+def code_name(name: str) -> str:
+    """```x``` for a name; ```pos`` in PosEnc.forward` for a frame's local."""
+    local, sep, frame = name.partition(" in ")
+    return f"`{local}` in {frame}" if sep and frame and " " not in local else f"`{name}`"
+
+
 def _names(findings: Sequence[Finding]) -> str:
-    names = [f"`{f.name}`" for f in findings[:3]]
+    names = [code_name(f.name) for f in findings[:3]]
     if len(findings) > 3:
         names.append(f"{len(findings) - 3} more")
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
@@ -139,6 +145,15 @@ def _is_plain_why(f: Finding) -> bool:
     return bool(
         re.fullmatch(r"on \S+, but the computation runs on \S+", f.why)
         or re.fullmatch(r"an? \w+ of its module, on \S+; the computation runs on \S+", f.why)
+    )
+
+
+def why_text(f: Finding) -> str:
+    """A finding's ``why`` without the devices the headline gives."""
+    return re.sub(
+        r"^a plain tensor attribute on \S+: (.*?)(, the model is on \S+)?$",
+        r"a plain tensor attribute: \1",
+        f.why,
     )
 
 
@@ -389,7 +404,7 @@ def render_diagnosis(
     for finding, is_culprit in explanations(d, verbosity):
         mark = "✗" if is_culprit else "·"
         where = f"  [{finding.location}]" if finding.location else ""
-        out += _wrap(f"{mark} {finding.name}: {finding.why}{where}", width, "  ", "      ")
+        out += _wrap(f"{mark} {finding.name}: {why_text(finding)}{where}", width, "  ", "      ")
     if d.message and (verbosity == "verbose" or shows_message(d)):
         lines = 12 if verbosity == "verbose" else 4
         out += ["", *_wrap(f"{d.exc_type}: {d.message}", width, "  ", "    ")[:lines]]
@@ -404,7 +419,7 @@ def render_diagnosis(
         for frame in d.frames[-_MAX_FRAMES:]:
             mark = "›" if frame.is_user else " "
             out += _wrap(
-                f"{mark} {frame.filename}:{frame.lineno} in {frame.function}",
+                f"{mark} {frame.filename.rpartition('site-packages/')[2]}:{frame.lineno} in {frame.function}",
                 width,
                 "    ",
                 "      ",
