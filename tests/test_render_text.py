@@ -482,3 +482,23 @@ def test_a_frame_local_is_named_as_code_in_its_function() -> None:
         )
     )
     assert headline(d) == "`pos` in PosEnc.forward is on cpu, `model` is on cuda:0"
+
+
+def test_a_split_object_shows_counts_in_a_report_and_bytes_in_the_inventory() -> None:
+    from ipydevice.render.html import table_html
+
+    split = ObjectRecord(
+        "model",
+        "module",
+        "Net",
+        "mixed",
+        nbytes=232,
+        shares=(DeviceShare("meta", 2, 160), DeviceShare("cpu", 2, 72)),
+    )
+    d = built(snapshot=Snapshot((*built().records, split)))
+    text = render_diagnosis(d)
+    assert "meta ×2, cpu ×2  " in text and "(160 B)" not in text
+    inv = Inventory(records=(split,), totals=(DeviceShare("meta", 2, 160),))
+    assert "meta ×2 (160 B), cpu ×2 (72 B)" in render_inventory(inv)
+    assert "meta ×2 (160 B), cpu ×2 (72 B)" in table_html([split], set(), 5, sizes=True)
+    assert "meta ×2, cpu ×2<" in table_html([split], set(), 5)

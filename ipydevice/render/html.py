@@ -22,6 +22,7 @@ from ipydevice.render.text import (
     Verbosity,
     as_verbosity,
     compact_fix_line,
+    device_text,
     explanations,
     failing_module_label,
     fix_excerpt,
@@ -30,7 +31,6 @@ from ipydevice.render.text import (
     headline,
     kind_label,
     plural,
-    shares_text,
     shows_message,
     table_records,
     why_text,
@@ -78,19 +78,22 @@ def _inline_code(text: str) -> str:
     return "".join(out)
 
 
-def table_html(records: Sequence[ObjectRecord], culprits: set[str], limit: int) -> str:
-    """The objects as an HTML table, culprits marked, long tables folded."""
+def table_html(
+    records: Sequence[ObjectRecord], culprits: set[str], limit: int, sizes: bool = False
+) -> str:
+    """The objects as an HTML table, culprits marked, long tables folded (``sizes``:
+    each device's bytes for an object on several, as ``%devices`` shows them)."""
     header = "".join(
         f'<th style="{CELL};font-weight:600">{h}</th>'
         for h in ("", "name", "kind", "device", "shape", "dtype", "size", "where")
     )
     shown, rest = list(records[:limit]), list(records[limit:])
-    body = "".join(_row(r, r.name in culprits) for r in shown)
+    body = "".join(_row(r, r.name in culprits, sizes) for r in shown)
     table = f'<table class="ipydevice-table" style="border-collapse:collapse;margin:6px 0"><thead><tr>{header}</tr></thead><tbody>{body}</tbody></table>'
     if rest:
         # Folded rows still cost bytes in the notebook: cap them too.
         folded, hidden = rest[:FOLDED_ROWS], len(rest) - FOLDED_ROWS
-        more = "".join(_row(r, r.name in culprits) for r in folded)
+        more = "".join(_row(r, r.name in culprits, sizes) for r in folded)
         tail = (
             f'<div style="{MUTED}">… {hidden} more (.table() lists all)</div>' if hidden > 0 else ""
         )
@@ -101,13 +104,13 @@ def table_html(records: Sequence[ObjectRecord], culprits: set[str], limit: int) 
     return table
 
 
-def _row(record: ObjectRecord, is_culprit: bool) -> str:
-    device = record.device if len(record.shares) <= 1 else shares_text(record)
+def _row(record: ObjectRecord, is_culprit: bool, sizes: bool = False) -> str:
+    device = device_text(record, sizes)
     cells = [
         "✗" if is_culprit else "",
         f'<code style="{CODE}">{escape(record.name)}</code>',
         escape(record.kind if record.kind != "module" else f"module ({record.type_name})"),
-        f"<b>{escape(device or '-')}</b>" if is_culprit else escape(device or "-"),
+        f"<b>{escape(device)}</b>" if is_culprit else escape(device),
         escape(record.shape),
         escape(record.dtype),
         escape(format_bytes(record.nbytes)) if record.nbytes else "",
@@ -230,7 +233,7 @@ def _frames_html(d: Diagnosis) -> str:
     if not d.frames:
         return ""
     rows = "".join(
-        f'<div style="{CODE}{"" if f.is_user else ";" + MUTED}">{escape(f.filename)}:{f.lineno} in {escape(f.function)}'
+        f'<div style="{CODE}{"" if f.is_user else ";" + MUTED}">{escape(f.filename.rpartition("site-packages/")[2])}:{f.lineno} in {escape(f.function)}'
         + (f"<br>&nbsp;&nbsp;&nbsp;&nbsp;{escape(f.line.strip())}" if f.line else "")
         + "</div>"
         for f in d.frames[-30:]
@@ -256,7 +259,7 @@ def render_inventory_html(inv: Any, limit: int | None = None) -> str:
     parts = [
         f'<div style="font-weight:600">{escape(title)}, {plural(total, "tensor")} on {plural(len(inv.totals), "device")}</div>',
         f"<div>{chips}</div>",
-        table_html(ordered, {p.name for p in inv.problems}, limit),
+        table_html(ordered, {p.name for p in inv.problems}, limit, sizes=True),
     ]
     if inv.problems:
         lis = "".join(

@@ -298,18 +298,29 @@ def columns(rows: Sequence[Sequence[str]], width: int) -> list[str]:
     return lines
 
 
-def record_row(record: ObjectRecord, culprit_names: set[str]) -> list[str]:
+def device_text(record: ObjectRecord, sizes: bool = False) -> str:
+    """``cuda:0``, or ``cuda:0 ×12, cpu ×2`` for an object on several devices (the
+    size column has the total; ``sizes`` adds each device's bytes, for ``%devices``);
+    ``-`` when unknown."""
+    if len(record.shares) > 1:
+        return (
+            shares_text(record)
+            if sizes
+            else ", ".join(f"{s.device} ×{s.count}" for s in record.shares)
+        )
+    return record.device or "-"
+
+
+def record_row(record: ObjectRecord, culprit_names: set[str], sizes: bool = False) -> list[str]:
     """One table row as strings: mark, name, kind, device, shape, dtype, size, where."""
     mark = "✗" if record.name in culprit_names else " "
-    device = record.device
-    if len(record.shares) > 1:  # the size column has the bytes
-        device = ", ".join(f"{s.device} ×{s.count}" for s in record.shares)
+    device = device_text(record, sizes)
     size = format_bytes(record.nbytes) if record.nbytes else ""
     return [
         mark,
         record.name,
         record.kind,
-        device or "-",
+        device,
         record.shape,
         record.dtype,
         size,
@@ -513,7 +524,10 @@ def render_inventory(inv: Any, width: int = 100, max_rows: int | None = None) ->
     for device, records in inv.by_device().items():
         if shown >= limit:
             break
-        rows = [[*record_row(r, problem_names)[:-1], r.detail] for r in records[: limit - shown]]
+        rows = [
+            [*record_row(r, problem_names, sizes=True)[:-1], r.detail]
+            for r in records[: limit - shown]
+        ]
         shown += len(rows)
         out += ["", f"  {device}", *("    " + line for line in columns(rows, width - 4))]
         if len(records) > len(rows):
