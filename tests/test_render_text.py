@@ -502,3 +502,12 @@ def test_a_split_object_shows_counts_in_a_report_and_bytes_in_the_inventory() ->
     assert "meta ×2 (160 B), cpu ×2 (72 B)" in render_inventory(inv)
     assert "meta ×2 (160 B), cpu ×2 (72 B)" in table_html([split], set(), 5, sizes=True)
     assert "meta ×2, cpu ×2<" in table_html([split], set(), 5)
+
+
+def test_minimal_marks_a_headline_it_cuts() -> None:
+    many = tuple(
+        Finding(f"a_rather_long_tensor_name_{i}", f"cuda:{i}", "tensor", "namespace", "")
+        for i in range(3)
+    )
+    lines = render_diagnosis(built(culprits=many), verbosity="minimal", width=40).splitlines()
+    assert len(lines) <= 6 and lines[1].endswith("…")

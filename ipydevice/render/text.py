@@ -453,13 +453,20 @@ def render_header(
 
 def _compact_lines(d: Diagnosis, width: int, s: _Style) -> list[str]:
     """``minimal``: the headline and the best fix, in about six lines."""
-    first = f"ipydevice · {headline(d)}"
-    lines = [f"{s.bold}{s.red}{line}{s.reset}" for line in _wrap(first, width, "", "    ")[:2]]
+    first = _wrap(f"ipydevice · {headline(d)}", width, "", "    ")
+    lines = [f"{s.bold}{s.red}{line}{s.reset}" for line in _clip(first, 2, width)]
     if d.fixes:
         fix = d.fixes[0]
-        lines += _wrap(f"fix: {compact_fix_line(fix)}", width, "  ", "    ")[:2]
+        lines += _clip(_wrap(f"fix: {compact_fix_line(fix)}", width, "  ", "    "), 2, width)
         lines += [_cut(f"      {code}", width) for code in fix_excerpt(fix)]
     return lines
+
+
+def _clip(lines: list[str], count: int, width: int) -> list[str]:
+    """The first ``count`` lines, the last marked ``…`` when some were left out."""
+    if len(lines) <= count:
+        return lines
+    return [*lines[: count - 1], _cut(lines[count - 1] + " …", width)]
 
 
 def _table_lines(d: Diagnosis, width: int, limit: int, verbosity: Verbosity) -> list[str]:
