@@ -68,10 +68,13 @@ from ipydevice._debug import debug_enabled, describe_failure
 from ipydevice.ipython_config import IPyDevice
 from ipydevice.ipython_display import (
     cell_bound_names,
+    cell_exception,
+    is_device_error,
     panel_bundle,
     restore_settings,
     settings_in_force,
     watch_bundle,
+    watch_checkup,
 )
 from ipydevice.ipython_display import guarded as _guarded
 
@@ -115,13 +118,6 @@ def _as_usage_error(stage: str, func: Callable[..., _T], *args: Any) -> _T:
         if debug_enabled():
             raise
         raise UsageError(describe_failure(stage, failure)) from None
-
-
-def _is_device_error(exc: BaseException) -> bool:
-    """The cheap pre-filter: a regex over the message chain, no torch needed."""
-    from ipydevice import engine
-
-    return engine.recognise_exception(exc)[1].is_device_error
 
 
 def _publish(bundle: dict[str, Any]) -> None:
@@ -312,7 +308,7 @@ class _Hook:
 
     def show_header(self, exc: BaseException) -> None:
         """Diagnoses ``exc`` and displays the header, before its traceback."""
-        recognised = self.stage("recognition", _is_device_error, exc, before=True)
+        recognised = self.stage("recognition", is_device_error, exc, before=True)
         if recognised is None:  # failed: reported once (or retried after the traceback)
             if not debug_enabled():
                 self.headed = (id(exc), None)
@@ -370,46 +366,18 @@ class _Hook:
                 _guarded("display", _publish, view)
 
     def watch_cell(self, result: ExecutionResult) -> None:
-        """Watch mode: the names a successful cell bound, checked against the model.
-
-        Cost independent of the model's size: the cell's source is parsed for the
-        names it binds, and :func:`ipydevice.audits.watch` reads the device of one
-        parameter of the model and of those names' tensors only.
-        """
-        if not getattr(result, "success", False):
-            return
-        raw = getattr(getattr(result, "info", None), "raw_cell", None)
-        if not isinstance(raw, str) or not raw.strip():
-            return
-        names = cell_bound_names(self.shell, raw)
-        if not names:
-            return
-        from ipydevice import audits
-
-        checkup = audits.watch(self.shell.user_ns, sorted(names))
+        """Watch mode: see :func:`ipydevice.ipython_display.watch_checkup`."""
+        checkup = watch_checkup(self.shell, result)
         if checkup:
             _publish(watch_bundle(checkup))
 
     def cell_exception(self, result: ExecutionResult) -> BaseException | None:
-        """The exception the cell raised or, failing that, one it showed.
-
-        ``%run script.py`` and other magics catch the script's exception and show
-        it themselves, so ``error_in_exec`` stays empty; ``sys.last_value`` then
-        holds a new exception. Only its ``id`` is compared: holding the previous
-        exception would keep its frames (and tensors) alive while the user frees them.
-        """
-        exc = getattr(result, "error_in_exec", None)
-        if exc is not None:
-            return exc
-        shown = vars(sys).get("last_value")
-        # type(), not isinstance(): sys.last_value may be anything, a lying __class__ too.
-        if issubclass(type(shown), BaseException) and id(shown) != self.shown_before:
-            return shown
-        return None
+        """The exception the cell raised or showed (:func:`~ipydevice.ipython_display.cell_exception`)."""
+        return cell_exception(result, self.shown_before)
 
     def diagnose_and_show(self, exc: BaseException) -> None:
         """Diagnoses ``exc`` after its traceback and displays the panel."""
-        if not self.stage("recognition", _is_device_error, exc):
+        if not self.stage("recognition", is_device_error, exc):
             return
         diagnosis = self.stage("diagnosis", self.diagnose, exc)
         if diagnosis is None or not diagnosis.is_device_error:
@@ -494,7 +462,7 @@ class _Hook:
         from ipydevice import engine
 
         exc = engine.last_exception()
-        if exc is not None and _is_device_error(exc):
+        if exc is not None and is_device_error(exc):
             self.last = _as_usage_error("%devices --last", self.diagnose, exc)
             return self.last
         raise UsageError("%devices --last: no device error to show yet")

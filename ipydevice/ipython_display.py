@@ -34,10 +34,13 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = [
     "best_fix",
     "cell_bound_names",
+    "cell_exception",
     "guarded",
     "header_bundle",
+    "is_device_error",
     "panel_bundle",
     "watch_bundle",
+    "watch_checkup",
 ]
 
 _T = TypeVar("_T")
@@ -78,6 +81,35 @@ def restore_settings(saved: Settings | None) -> None:
     if saved is None:
         saved = module.Settings()
     module.configure(**{f.name: getattr(saved, f.name) for f in dataclasses.fields(saved)})
+
+
+# -- the cell's exception -----------------------------------------------------------------
+
+
+def is_device_error(exc: BaseException) -> bool:
+    """The cheap pre-filter: a regex over the message chain, no torch needed."""
+    from ipydevice import engine
+
+    return engine.recognise_exception(exc)[1].is_device_error
+
+
+def cell_exception(result: Any, shown_before: int) -> BaseException | None:
+    """The exception a cell raised (``result.error_in_exec``) or, failing that, one it showed.
+
+    ``%run script.py`` and other magics catch the script's exception and show it
+    themselves, so ``error_in_exec`` stays empty; ``sys.last_value`` then holds a new
+    exception. Only ids are compared (``shown_before``: the id of ``sys.last_value``
+    when the cell started): holding the previous exception would keep its frames (and
+    tensors) alive while the user frees them.
+    """
+    exc = getattr(result, "error_in_exec", None)
+    if exc is not None:
+        return exc
+    shown = vars(sys).get("last_value")
+    # type(), not isinstance(): sys.last_value may be anything, a lying __class__ too.
+    if issubclass(type(shown), BaseException) and id(shown) != shown_before:
+        return shown
+    return None
 
 
 # -- the panel and its header --------------------------------------------------------------
@@ -165,6 +197,26 @@ def _fix_per_problem(checkup: Checkup) -> list[Any]:
         named = re.compile(rf"(?<![\w.\[]){re.escape(problem.name)}(?![\w\[])")
         out.append(next((f for f in fixes if named.search(f.title)), None))
     return out
+
+
+def watch_checkup(shell: Any, result: Any) -> Checkup | None:
+    """Watch mode: the names a successful cell bound, checked against the model.
+
+    Cost independent of the model's size: the cell's source is parsed for the names
+    it binds, and :func:`ipydevice.audits.watch` reads the device of one parameter of
+    the model and of those names' tensors only.
+    """
+    if not getattr(result, "success", False):
+        return None
+    raw = getattr(getattr(result, "info", None), "raw_cell", None)
+    if not isinstance(raw, str) or not raw.strip():
+        return None
+    names = cell_bound_names(shell, raw)
+    if not names:
+        return None
+    from ipydevice import audits
+
+    return audits.watch(shell.user_ns, sorted(names))
 
 
 def cell_bound_names(shell: Any, raw_cell: str) -> set[str]:
