@@ -511,3 +511,17 @@ def test_minimal_marks_a_headline_it_cuts() -> None:
     )
     lines = render_diagnosis(built(culprits=many), verbosity="minimal", width=40).splitlines()
     assert len(lines) <= 6 and lines[1].endswith("…")
+
+
+def test_locals_of_one_function_name_it_once() -> None:
+    local = Finding(
+        "x in test_forward",
+        "cpu",
+        "tensor",
+        "test_forward",
+        "on cpu, but the computation runs on meta",
+    )
+    d = built(culprits=(local,), reference="model in test_forward", target="meta")
+    assert headline(d) == "`x` is on cpu, `model` is on meta (in test_forward)"
+    mixed = built(culprits=(local,), reference="model", target="meta")
+    assert headline(mixed) == "`x` in test_forward is on cpu, `model` is on meta"

@@ -87,8 +87,17 @@ def code_name(name: str) -> str:
     return f"`{local}` in {frame}" if sep and frame and " " not in local else f"`{name}`"
 
 
-def _names(findings: Sequence[Finding]) -> str:
-    names = [code_name(f.name) for f in findings[:3]]
+def _frame_of(name: str) -> str:
+    local, sep, frame = name.partition(" in ")
+    return frame if sep and " " not in local else ""
+
+
+def _names(findings: Sequence[Finding], frame: str = "") -> str:
+    """Up to three names as code; ``frame``: the function they are all locals of,
+    said once by the caller."""
+    names = [
+        f"`{f.name.partition(' in ')[0]}`" if frame else code_name(f.name) for f in findings[:3]
+    ]
     if len(findings) > 3:
         names.append(f"{len(findings) - 3} more")
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
@@ -119,7 +128,13 @@ def headline(d: Diagnosis) -> str:
     culprits = _headline_culprits(d)
     devices = ", ".join(sorted({f.device for f in culprits}))
     verb = "is" if len(culprits) == 1 else "are"
-    text = f"{_names(culprits)} {verb} on {devices}"
+    # Locals of one function (a script's or a test's): the function said once, at the end.
+    frames = {_frame_of(f.name) for f in culprits} | (
+        {_frame_of(d.reference)} if d.reference else set()
+    )
+    frame = frames.pop() if len(frames) == 1 and len(culprits) + bool(d.reference) > 1 else ""
+    reference = f"`{d.reference.partition(' in ')[0]}`" if frame else code_name(d.reference)
+    text = f"{_names(culprits, frame)} {verb} on {devices}"
     names = {f.name for f in culprits}
     if culprits[0].rule == "meta_model" or d.family == "meta_device":
         text += (
@@ -130,9 +145,11 @@ def headline(d: Diagnosis) -> str:
     elif culprits[0].rule == "optimizer_state":
         text += f", {'its' if len(culprits) == 1 else 'their'} parameters on {d.target}"
     elif d.reference and d.reference not in names:
-        text += f", `{d.reference}` is on {d.target}"
+        text += f", {reference} is on {d.target}"
     elif d.target:
         text += f", the other tensors on {d.target}"
+    if frame:
+        text += f" (in {frame})"
     if not d.fixes and d.target:
         text += f": move {'it' if len(culprits) == 1 else 'them'} to {d.target}"
     return text
