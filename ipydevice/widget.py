@@ -95,11 +95,11 @@ function insertBelow(model, code) {
 
 function render({ model, el }) {
   el.classList.add("ipydevice-actions");
-  // The foot of the panel above it: the same edge and tint, pulled up over its margin.
+  // The foot of the panel above it: the same edge and tint.
   const box = document.createElement("div");
   Object.assign(box.style, {
     borderLeft: "4px solid #e8590c", background: "rgba(232,89,12,0.07)",
-    borderRadius: "0 0 4px 0", padding: "2px 12px 8px 12px", margin: "-6px 0 6px 0",
+    borderRadius: "0 4px 4px 0", padding: "2px 12px 8px 12px", margin: "0 0 6px 0",
     fontFamily: "var(--jp-ui-font-family, system-ui, sans-serif)", fontSize: "13px",
   });
   el.appendChild(box);
