@@ -153,6 +153,7 @@ class _Hook:
         # failed (each is reported once), and the cell's id from the front end.
         self.headed: tuple[int, Diagnosis | None] | None = None
         self.failed: set[str] = set()
+        self.deferred: Exception | None = None  # IPYDEVICE_DEBUG=1: raised after the traceback
         self.cell_id = ""
 
     def install(self) -> None:
@@ -241,6 +242,7 @@ class _Hook:
         except Exception as failure:
             if debug_enabled():
                 if before:
+                    self.deferred = self.deferred or failure
                     return None
                 raise
             self._report(name, describe_failure(name, failure))
@@ -274,6 +276,7 @@ class _Hook:
         self.shown_before = id(vars(sys).get("last_value"))
         self.headed, self.cell_id = None, ""
         self.failed.clear()
+        self.deferred = None
         cell_id = getattr(info, "cell_id", None)
         if not isinstance(cell_id, str):  # older IPython: the request's own metadata
             parent = getattr(self.shell, "parent_header", None)
@@ -351,6 +354,9 @@ class _Hook:
         self.headed = None
         if self.watch:
             self.stage("watch", self.watch_cell, result)
+        deferred, self.deferred = self.deferred, None
+        if deferred is not None:  # a failure before the traceback, raised now (debugging)
+            raise deferred
 
     def show_warning(self, diagnosis: Diagnosis) -> None:
         """Displays a device warning's panel (called by :mod:`ipydevice.warnings_hook`)."""

@@ -679,6 +679,33 @@ def test_with_debug_the_failure_surfaces_after_the_users_traceback(
     assert isinstance(sys.last_value, ValueError)
 
 
+def test_with_debug_a_header_failure_surfaces_after_the_traceback(
+    kernel_ip: InteractiveShell, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("ipydevice.ipython_display.header_bundle", _raise)
+    monkeypatch.setenv("IPYDEVICE_DEBUG", "1")
+    cap, result = run_captured(kernel_ip, MISMATCH)
+    assert isinstance(result.error_in_exec, RuntimeError)
+    users = cap.stdout.index("is not on the expected device cpu")
+    ours = cap.stdout.index("Error in callback")
+    assert users < ours and "injected" in cap.stdout[ours:]
+    assert outputs_of(cap) == ["panel", "buttons"]  # the panel still came
+
+
+def test_without_debug_a_header_failure_is_one_line(
+    kernel_ip: InteractiveShell, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("ipydevice.ipython_display.header_bundle", _raise)
+    monkeypatch.delenv("IPYDEVICE_DEBUG")
+    cap, result = run_captured(kernel_ip, MISMATCH)
+    assert "is not on the expected device cpu" in cap.stdout
+    assert cap.stderr.splitlines() == [
+        "ipydevice: rendering failed (ValueError: injected); set IPYDEVICE_DEBUG=1 for details"
+    ]
+    assert outputs_of(cap) == ["panel", "buttons"]
+    assert sys.last_value is result.error_in_exec
+
+
 # -- settings -----------------------------------------------------------------------------
 
 
