@@ -14,6 +14,7 @@ import pytest
 from cells import Notebook
 
 import ipydevice
+from ipydevice import demo
 from ipydevice.census import Inventory
 from ipydevice.model import (
     DeviceShare,
@@ -525,3 +526,18 @@ def test_locals_of_one_function_name_it_once() -> None:
     assert headline(d) == "`x` is on cpu, `model` is on meta (in test_forward)"
     mixed = built(culprits=(local,), reference="model", target="meta")
     assert headline(mixed) == "`x` in test_forward is on cpu, `model` is on meta"
+
+
+@pytest.mark.parametrize("number", range(len(demo.SCENARIOS)))
+def test_the_demo_tour_says_each_fact_once(number: int) -> None:
+    _, setup, failing = demo.SCENARIOS[number]
+    d = demo.run_scenario(setup, failing)
+    assert d is not None and d.fixes
+    context = render_diagnosis(d)
+    assert "computation runs on" not in context and "On the wrong device" not in context
+    assert "move it to" not in context and "move them to" not in context  # the fixes say it
+    assert context.count(headline(d)) == 1
+    assert "[the failed cell, rewritten]" not in context
+    minimal = render_diagnosis(d, verbosity="minimal").splitlines()
+    assert 2 <= len(minimal) <= 6 and minimal[0] == f"ipydevice · {headline(d)}"
+    assert len(render_header(d).splitlines()) <= 7
