@@ -80,7 +80,7 @@ def test_minimal_is_the_headline_and_the_best_fix(classic: Diagnosis) -> None:
     assert "<table" not in html and "details below" not in html
     text = visible_text(html)
     assert "x is on cpu, model is on meta" in text
-    assert "fix: move x to meta [run once, then re-run the cell]" in text
+    assert "fix: move x to meta (run once, then re-run the cell)" in text
     assert "x = x.to(&#x27;meta&#x27;)" in html
     assert html.count("ipydevice-code") == 1  # only the best fix
 

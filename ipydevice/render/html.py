@@ -21,7 +21,7 @@ from ipydevice.render.text import (
     HEADER_POINTER,
     Verbosity,
     as_verbosity,
-    compact_fix_line,
+    compact_fix_parts,
     device_text,
     explanations,
     failing_module_label,
@@ -181,8 +181,11 @@ def _compact_html(d: Diagnosis, klass: str, pointer: str) -> str:
     ]
     if d.fixes:
         fix = d.fixes[0]
+        title, hint = compact_fix_parts(fix)
         parts.append(
-            f'<div style="margin-top:2px">fix: {_inline_code(compact_fix_line(fix))}</div>'
+            f'<div style="margin-top:2px">fix: {_inline_code(title)}'
+            + (f' <span style="{MUTED}">({escape(hint)})</span>' if hint else "")
+            + "</div>"
         )
         parts.append(code_block("\n".join(fix_excerpt(fix))))
     if pointer:

@@ -241,15 +241,23 @@ def fix_excerpt(fix: Fix, limit: int = _MINIMAL_CODE_LINES) -> list[str]:
     return code if len(code) <= limit else [*code[: limit - 1], "…"]
 
 
-def compact_fix_line(fix: Fix) -> str:
-    """``move features to cuda:0 in the cell, before the line that failed``: the
-    best fix in the compact views, where its code is an excerpt, not the cell."""
+def compact_fix_parts(fix: Fix) -> tuple[str, str]:
+    """The best fix in the compact views, where its code is an excerpt, not the
+    cell: what it does (``move features to cuda:0``) and what to do with it, ''
+    when the title says it (``... in the cell, before the line that failed``)."""
     title = fix_title(fix)
     if title[:1].isupper() and title[1:2].islower():
         title = title[0].lower() + title[1:]
     if fix.scope == "cell":
-        return title if "in the cell" in title else f"{title} (in the cell)"
-    return f"{title} [{fix_hint(fix)}]"
+        return title, "" if "in the cell" in title else "in the cell"
+    return title, fix_hint(fix)
+
+
+def compact_fix_line(fix: Fix) -> str:
+    """``move x to cuda:0 [run once, then re-run the cell]``: :func:`compact_fix_parts`
+    as one line."""
+    title, hint = compact_fix_parts(fix)
+    return f"{title} [{hint}]" if hint else title
 
 
 # -- layout ------------------------------------------------------------------------------
