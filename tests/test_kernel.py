@@ -102,6 +102,12 @@ def test_header_error_then_panel_in_the_same_request(kernel: Kernel) -> None:
     assert messages[-1]["content"]["execution_state"] == "idle"
 
 
+def test_what_the_cell_printed_stays_before_the_header(kernel: Kernel) -> None:
+    _, messages = kernel.execute("print('epoch 1')\n" + MISMATCH)
+    kinds = [kind(m) for m in outputs(messages)]
+    assert kinds == ["stream", "header", "buttons", "error", "panel", "buttons"], kinds
+
+
 def test_the_error_output_is_the_same_without_ipydevice(tmp_path: Path) -> None:
     started = Kernel(tmp_path)
     try:
