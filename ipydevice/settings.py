@@ -17,7 +17,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Settings", "configure", "current", "override"]
+__all__ = ["VERBOSITIES", "Settings", "configure", "current", "override", "verbosity_for"]
+
+#: How much a panel says, as IPython's ``%xmode`` names it: the headline and the best
+#: fix; today's panel (culprits, objects involved, every fix); everything.
+VERBOSITIES = ("Minimal", "Context", "Verbose")
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +37,8 @@ class Settings:
         max_modules: submodules walked in one module tree.
         max_fixes: fixes proposed in one diagnosis.
         show_library_frames: also list tensors held only by library frames.
+        verbosity: ``"Minimal"``, ``"Context"`` or ``"Verbose"``; ``None`` (the
+            default) follows IPython's ``%xmode`` (see :func:`verbosity_for`).
     """
 
     max_rows: int = 12
@@ -43,6 +49,7 @@ class Settings:
     max_modules: int = 2000
     max_fixes: int = 6
     show_library_frames: bool = False
+    verbosity: str | None = None
 
 
 _current = Settings()
@@ -77,9 +84,35 @@ def override(**changes: Any) -> Iterator[Settings]:
         _current = saved
 
 
+def verbosity_for(setting: str | None, xmode: str | None = None) -> str:
+    """The verbosity in force: ``setting`` when given, else the one ``%xmode`` implies.
+
+    ``%xmode Minimal`` gives Minimal, ``%xmode Verbose`` Verbose, every other mode
+    (Context, Plain, Docs, none at all) Context.
+    """
+    if setting is not None:
+        return _canonical_verbosity(setting)
+    return xmode if xmode in ("Minimal", "Verbose") else "Context"
+
+
+def _canonical_verbosity(value: object) -> str:
+    if isinstance(value, str):
+        for name in VERBOSITIES:
+            if value.strip().lower() == name.lower():
+                return name
+    raise ValueError(
+        f"ipydevice setting verbosity must be one of {', '.join(VERBOSITIES)} or None, "
+        f"not {value!r}"
+    )
+
+
 def _validated(settings: Settings) -> Settings:
     for field in dataclasses.fields(settings):
         value = getattr(settings, field.name)
         if field.type == "int" and (not isinstance(value, int) or value < 1):
             raise ValueError(f"ipydevice setting {field.name} must be a positive integer")
+    if settings.verbosity is not None:
+        canonical = _canonical_verbosity(settings.verbosity)
+        if canonical != settings.verbosity:
+            settings = dataclasses.replace(settings, verbosity=canonical)
     return settings

@@ -1,9 +1,12 @@
 """The panel in a real browser: JupyterLab 4 and Notebook 7, driven by Playwright + Chromium.
 
-What only a browser shows: the widget renders from the kernel's bundle, Apply moves
-the live tensor in the kernel and says so in the status line, the failed cell then
-runs, the panel is readable in the dark theme, and hostile names (HTML in a class
-name, a dict key, an error message) are shown as text, never run.
+What only a browser shows: the header (headline, best fix, buttons) is on the first
+screen of a failing cell's output however long the traceback, the buttons render from
+the kernel's bundle, Apply moves the live tensor in the kernel and says so, the failed
+cell then runs, Insert adds the fix as a new cell right below the failed one, the panel
+is readable in the dark theme, hostile names (HTML in a class name, a dict key, an
+error message) are shown as text, never run, and the default ``jupyter nbconvert --to
+html --execute`` export shows the panel offline.
 
 Needs ``/usr/bin/chromium`` and ``playwright``, ``jupyterlab``, ``notebook`` in the venv
 (``scripts/install-browser.sh``); skipped otherwise, or failed when
@@ -54,6 +57,35 @@ MISMATCH_CELLS = [
     "out = model(x)\nprint('RERUN OK', out.device)",
 ]
 
+#: A forward pass through 20 nested blocks that fails in the innermost one: IPython's
+#: traceback is then thousands of pixels tall, with the header above it.
+DEEP_CELLS = [
+    "%load_ext ipydevice",
+    """import torch
+import torch.nn as nn
+
+
+class Block(nn.Module):
+    def __init__(self, inner=None):
+        super().__init__()
+        self.inner = inner
+        self.linear = nn.Linear(16, 16)
+
+    def forward(self, x):
+        if self.inner is not None:
+            x = self.inner(x)
+        return self.linear(x)
+
+
+model = None
+for _ in range(20):
+    model = Block(model)
+model = model.to("meta")  # "meta" stands in for the GPU
+x = torch.randn(8, 16)  # the batch, still on the CPU""",
+    "out = model(x)",
+    "out = model(x)\nprint('RERUN OK', out.device)",
+]
+
 EVIL_KEY = '<img src=x onerror="window.__pwned=1">'
 EVIL_CLASS = "<b>Evil</b><img src=x onerror=window.__pwned=2>"
 EVIL_MESSAGE = (
@@ -78,7 +110,8 @@ key = {EVIL_KEY!r}
 batch = {{key: torch.randn(3, 4)}}""",
     "out = model(batch[key])",
     "import ipydevice\n\nipydevice.diagnose()  # the static HTML panel, rendered by Jupyter itself",
-    f"raise RuntimeError({EVIL_MESSAGE!r})",
+    # Verbose: the panel shows the error message too.
+    f"%config IPyDevice.verbosity = 'Verbose'\nraise RuntimeError({EVIL_MESSAGE!r})",
 ]
 
 
@@ -127,36 +160,77 @@ def _notebook(
     return server.add(write_notebook(tmp_path / name, cells, raises))
 
 
-def _mismatch_flow(page: Any, shot: str | None = None, block: str = "center") -> Any:
-    """Runs the failing cell, checks the panel, clicks Apply, re-runs; returns the panel."""
+def _url(server: JupyterServer, front_end: str, name: str) -> str:
+    path = f"lab/tree/{name}" if front_end == "lab" else f"notebooks/{name}"
+    return server.url(f"{path}?reset")
+
+
+def _open(server: JupyterServer, page: Any, front_end: str, name: str) -> list[str]:
+    """Opens the notebook; returns the page errors to ignore (Notebook 7.6.5 itself
+    throws "Cannot read properties of undefined (reading 'schema')" on every page load,
+    /tree included: only errors after the page is up count)."""
+    open_notebook(page, _url(server, front_end, name))
+    return list(page.errors)
+
+
+def _failing_cell(page: Any, index: int) -> Any:
+    """Runs the failing cell; returns it once its header, panel and buttons are there."""
+    from playwright.sync_api import expect
+
+    started = time.monotonic()
+    failing = run_cell(page, index)
+    expect(failing.locator(".ipydevice-header")).to_be_visible(timeout=60_000)
+    expect(failing.locator(".ipydevice-panel")).to_be_attached(timeout=60_000)
+    actions = failing.locator(".ipydevice-actions")
+    expect(actions).to_have_count(2, timeout=60_000)  # the header's and the panel's
+    expect(actions.last.locator(".ipydevice-copy").first).to_be_visible(timeout=60_000)
+    print(f"error cell to panel: {time.monotonic() - started:.1f} s")
+    return failing
+
+
+def _mismatch_flow(page: Any, shot: str | None = None) -> Any:
+    """Runs the failing cell, checks header and panel, clicks Apply, re-runs; returns the cell."""
     from playwright.sync_api import expect
 
     run_cell(page, 0)
     run_cell(page, 1)
-    started = time.monotonic()
-    failing = run_cell(page, 2)
-    panel = failing.locator(".ipydevice-panel").first
-    expect(panel).to_be_visible(timeout=60_000)
-    apply = panel.locator(".ipydevice-apply").first
-    expect(apply).to_be_visible()
-    print(f"error cell to panel: {time.monotonic() - started:.1f} s")
+    failing = _failing_cell(page, 2)
+    header = failing.locator(".ipydevice-header")
+    expect(header).to_contain_text("is on cpu")
+    expect(header).to_contain_text("x = x.to('meta')")
+    panel = failing.locator(".ipydevice-panel")
     expect(panel).to_contain_text("is on cpu")
     expect(panel.locator(".ipydevice-fix").first).to_contain_text("x = x.to('meta')")
-    expect(failing.locator(".jp-OutputArea-output").first).to_contain_text(
-        "is not on the expected device"
-    )
-    if shot:
-        screenshot_around(page, panel, SHOTS / shot, block=block)
-    copy = panel.locator(".ipydevice-copy").first  # anywidget renders it: the ESM ran
+    expect(
+        failing.locator(".jp-RenderedText[data-mime-type='application/vnd.jupyter.stderr']").first
+    ).to_contain_text("is not on the expected device")
+    if shot:  # the first screen: the cell, the header and its buttons, the traceback's top
+        below = failing.locator(".ipydevice-actions").first
+        screenshot_around(
+            page, header, SHOTS / shot, above=70, block="start", below=below, after=75
+        )
+    first = failing.locator(".ipydevice-actions").first  # the header's buttons
+    copy = first.locator(".ipydevice-copy")
     expect(copy).to_have_text("Copy")
     copy.click()
     expect(copy).to_have_text("Copied")
     expect(copy).to_have_text("Copy", timeout=5_000)  # and back, as in the screenshots
-    apply.click()
-    status = panel.locator(".ipydevice-status")
-    expect(status).to_contain_text("moved x", timeout=10_000)
+    first.locator(".ipydevice-apply").click()
+    expect(first.locator(".ipydevice-status")).to_contain_text("moved x", timeout=10_000)
     expect(run_cell(page, 3).locator(".jp-OutputArea-output").last).to_contain_text("RERUN OK meta")
-    return panel
+    return failing
+
+
+def _buttons_aligned(actions: Any) -> None:
+    """Apply, Copy and Insert share their top and their height (Copy once sat 2 px higher)."""
+    boxes = [
+        actions.locator(css).first.bounding_box()
+        for css in (".ipydevice-apply", ".ipydevice-copy", ".ipydevice-insert")
+    ]
+    assert all(boxes), boxes
+    tops = {round(b["y"]) for b in boxes}
+    heights = {round(b["height"]) for b in boxes}
+    assert len(tops) == 1 and len(heights) == 1, boxes
 
 
 def test_jupyterlab_panel_apply_rerun_and_dark_theme(
@@ -164,26 +238,153 @@ def test_jupyterlab_panel_apply_rerun_and_dark_theme(
 ) -> None:
     name = _notebook(server, tmp_path, "lab-mismatch.ipynb", MISMATCH_CELLS, raises=(2,))
     open_notebook(page, server.url(f"lab/tree/{name}?reset"))
-    panel = _mismatch_flow(page, shot="panel-light.png")
+    failing = _mismatch_flow(page, shot="first-screen.png")
+    _buttons_aligned(failing.locator(".ipydevice-actions").last)
+    panel = failing.locator(".ipydevice-panel")
+    below = failing.locator(".ipydevice-actions").last
+    screenshot_around(page, panel, SHOTS / "panel-light.png", above=40, below=below)
     set_lab_theme(page, "JupyterLab Dark")
     page.locator(CELLS).nth(2).locator(
         ".jp-InputArea-editor"
     ).click()  # same view as the light shot
     page.keyboard.press("Escape")
-    page.locator(".ipydevice-status").first.wait_for()
-    screenshot_around(page, panel, SHOTS / "panel-dark.png")
+    screenshot_around(page, panel, SHOTS / "panel-dark.png", above=40, below=below)
     set_lab_theme(page, "JupyterLab Light")  # the setting is saved: later tests start light again
     assert page.errors == []  # type: ignore[attr-defined]
 
 
 def test_notebook7_panel_apply_rerun(server: JupyterServer, page: Any, tmp_path: Path) -> None:
     name = _notebook(server, tmp_path, "nb7-mismatch.ipynb", MISMATCH_CELLS, raises=(2,))
-    open_notebook(page, server.url(f"notebooks/{name}?reset"))
-    # Notebook 7.6.5 itself throws "Cannot read properties of undefined (reading 'schema')"
-    # on every page load, /tree included: only errors after the page is up count.
-    before = list(page.errors)  # type: ignore[attr-defined]
-    _mismatch_flow(page, shot="panel-notebook7.png", block="start")
+    before = _open(server, page, "nb7", name)
+    _mismatch_flow(page, shot="first-screen-notebook7.png")
     assert page.errors == before  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("front_end", ["lab", "nb7"])
+def test_the_header_is_on_the_first_screen_after_a_deep_traceback(
+    server: JupyterServer, page: Any, tmp_path: Path, front_end: str
+) -> None:
+    from playwright.sync_api import expect
+
+    name = _notebook(server, tmp_path, f"deep-{front_end}.ipynb", DEEP_CELLS, raises=(2,))
+    before = _open(server, page, front_end, name)
+    run_cell(page, 0)
+    run_cell(page, 1)
+    failing = _failing_cell(page, 2)
+    outputs = failing.locator(".jp-OutputArea").first
+    # The cell's output as the user meets it: its top at the top of the notebook's view.
+    outputs.evaluate("e => e.scrollIntoView({block: 'start'})")
+    page.wait_for_timeout(300)
+    top = outputs.bounding_box()
+    headline = failing.locator(".ipydevice-header .ipydevice-headline")
+    fix = failing.locator(".ipydevice-actions").first
+    traceback = failing.locator("[data-mime-type='application/vnd.jupyter.stderr']").first
+    expect(headline).to_contain_text("is on cpu")
+    box, buttons, error = headline.bounding_box(), fix.bounding_box(), traceback.bounding_box()
+    view = page.viewport_size
+    offset = box["y"] - top["y"]
+    print(
+        f"{front_end}: headline {offset:.0f} px below the top of the cell's output, best fix's"
+        f" buttons at {buttons['y'] - top['y']:.0f} px; traceback {error['height']:.0f} px tall"
+    )
+    assert error["height"] > 1500, "the traceback is not long: the test proves nothing"
+    assert error["y"] > buttons["y"] > box["y"]  # header, its buttons, then the traceback
+    assert box["y"] >= 0 and buttons["y"] + buttons["height"] <= view["height"]
+    # Apply from the header, re-run: it works.
+    failing.locator(".ipydevice-actions").first.locator(".ipydevice-apply").click()
+    expect(failing.locator(".ipydevice-actions").first).to_contain_text("moved x", timeout=10_000)
+    expect(run_cell(page, 3).locator(".jp-OutputArea-output").last).to_contain_text("RERUN OK meta")
+    assert page.errors == before  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("front_end", ["lab", "nb7"])
+def test_insert_adds_the_fix_right_below_the_failed_cell(
+    server: JupyterServer, page: Any, tmp_path: Path, front_end: str
+) -> None:
+    from playwright.sync_api import expect
+
+    cells = [*MISMATCH_CELLS[:3], "print('the cell after')"]
+    name = _notebook(server, tmp_path, f"insert-{front_end}.ipynb", cells, raises=(2,))
+    before = _open(server, page, front_end, name)
+    run_cell(page, 0)
+    run_cell(page, 1)
+    failing = _failing_cell(page, 2)
+    expect(page.locator(CELLS)).to_have_count(4)
+    actions = failing.locator(".ipydevice-actions").first
+    _buttons_aligned(actions)
+    actions.locator(".ipydevice-insert").click()
+    expect(actions.locator(".ipydevice-status")).to_contain_text("below the failed cell")
+    expect(page.locator(CELLS)).to_have_count(5)  # at once, no other cell run
+    new = page.locator(CELLS).nth(3)
+    expect(new.locator(".jp-InputArea-editor")).to_contain_text("x = x.to('meta')")
+    expect(page.locator(CELLS).nth(4).locator(".jp-InputArea-editor")).to_contain_text(
+        "the cell after"
+    )
+    assert page.errors == before  # type: ignore[attr-defined]
+
+
+def test_minimal_verbosity_is_the_header_only(
+    server: JupyterServer, page: Any, tmp_path: Path
+) -> None:
+    from playwright.sync_api import expect
+
+    cells = [MISMATCH_CELLS[0] + "\n%config IPyDevice.verbosity = 'Minimal'", *MISMATCH_CELLS[1:3]]
+    name = _notebook(server, tmp_path, "minimal.ipynb", cells, raises=(2,))
+    open_notebook(page, server.url(f"lab/tree/{name}?reset"))
+    run_cell(page, 0)
+    run_cell(page, 1)
+    failing = run_cell(page, 2)
+    header = failing.locator(".ipydevice-header")
+    expect(header).to_be_visible(timeout=60_000)
+    expect(failing.locator(".ipydevice-actions .ipydevice-apply")).to_have_count(1)
+    expect(failing.locator(".ipydevice-panel")).to_have_count(0)
+    expect(header).to_contain_text("verbosity")
+    below = failing.locator(".ipydevice-actions").first
+    screenshot_around(
+        page, header, SHOTS / "panel-minimal.png", above=70, block="start", below=below, after=75
+    )
+    assert page.errors == []  # type: ignore[attr-defined]
+
+
+def test_the_default_html_export_shows_the_panel_offline(browser: Any, tmp_path: Path) -> None:
+    """``jupyter nbconvert --to html --execute`` with its defaults (widget state saved),
+    opened from disk with the network off: the culprit and the fix are on the page."""
+    import subprocess
+    import sys
+
+    notebook = write_notebook(tmp_path / "export.ipynb", MISMATCH_CELLS[:3], raises=(2,))
+    env = {
+        **os.environ,
+        "IPYTHONDIR": str(tmp_path / "ipython"),
+        "JUPYTER_CONFIG_DIR": str(tmp_path / "jupyter-config"),
+        "JUPYTER_RUNTIME_DIR": str(tmp_path / "jupyter-runtime"),
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "jupyter", "nbconvert", "--to", "html", "--execute", str(notebook)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    exported = tmp_path / "export.html"
+    source = exported.read_text()
+    assert "application/vnd.jupyter.widget-state+json" in source  # the default: state saved
+    context = browser.new_context(viewport={"width": 1280, "height": 900}, offline=True)
+    try:
+        page = context.new_page()
+        page.goto(exported.as_uri())
+        header, panel = page.locator(".ipydevice-header"), page.locator(".ipydevice-panel")
+        for part in (header, panel):
+            assert part.count() == 1 and part.is_visible()
+            text = part.inner_text()
+            assert "x is on cpu" in text and "x = x.to('meta')" in text, text
+        culprit = panel.locator(".ipydevice-culprit")
+        assert culprit.count() >= 1 and "x" in culprit.first.inner_text()
+        screenshot_around(page, panel, SHOTS / "export-offline.png", above=40)
+    finally:
+        context.close()
 
 
 def test_hostile_names_are_shown_as_text(server: JupyterServer, page: Any, tmp_path: Path) -> None:
@@ -193,20 +394,22 @@ def test_hostile_names_are_shown_as_text(server: JupyterServer, page: Any, tmp_p
     open_notebook(page, server.url(f"lab/tree/{name}?reset"))
     run_cell(page, 0)
     run_cell(page, 1)
-    widget = run_cell(page, 2).locator(".ipydevice-panel").first
+    failing = run_cell(page, 2)
+    widget = failing.locator(".ipydevice-panel").first
     expect(widget).to_be_visible(timeout=60_000)
+    header = failing.locator(".ipydevice-header").first
     static = run_cell(page, 3).locator(".ipydevice-panel").first
     message = run_cell(page, 4).locator(".ipydevice-panel").first
     expect(message).to_be_visible(timeout=60_000)
     for panel in (widget, static):  # textContent: the markup is text, not elements
         expect(panel).to_contain_text(f"batch[{EVIL_KEY!r}]")
         expect(panel).to_contain_text(EVIL_CLASS)
+    expect(header).to_contain_text(f"batch[{EVIL_KEY!r}]")
     expect(message).to_contain_text("<img src=x onerror=window.__pwned=3>")
-    widget.locator(".ipydevice-details").get_by_text(re.compile("objects involved")).click()
-    expect(widget.locator(".ipydevice-details")).to_contain_text(EVIL_CLASS)
+    expect(failing.locator(".ipydevice-actions").last).to_contain_text("Copy")
     screenshot_around(page, widget, SHOTS / "panel-hostile.png")
     page.wait_for_timeout(500)  # time for an injected <img src=x> to fail and fire onerror
-    for panel in (widget, static, message):
+    for panel in (header, widget, failing.locator(".ipydevice-actions").last, static, message):
         assert panel.locator("img").count() == 0
         assert panel.locator("b", has_text=re.compile(r"^Evil$")).count() == 0
     assert page.evaluate("() => window.__pwned") is None

@@ -108,9 +108,10 @@ def test_broken_str_exception():
 def test_text_report(nb):
     d = ipydevice.diagnose(meta_error(nb), namespace=nb.ns)
     text = str(d)
-    assert "`x` is on cpu, `model` is on meta: move it to meta" in text
-    assert "x = x.to('meta')" in text
-    assert "failed in model (Linear)" in text
+    assert "`x` is on cpu, `model` is on meta\n" in text
+    assert "Move x to meta" in text and "x = x.to('meta')" in text
+    assert d.failing_module == "model (Linear)"
+    assert "failed in" not in text  # the headline names `model` already
     assert repr(d).startswith("<Diagnosis op_mismatch")
 
 

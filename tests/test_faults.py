@@ -118,8 +118,8 @@ def _multiline(*args: Any, **kwargs: Any) -> Any:
 HOOK_STAGES: dict[str, tuple[str, bool]] = {
     "recognition": ("ipydevice.diagnosis.engine.recognise_exception", False),
     "diagnosis": ("ipydevice.diagnosis.engine.diagnose", False),
-    "rendering": ("ipydevice.model.Diagnosis.__str__", False),
-    "rendering_html": ("ipydevice.model.Diagnosis._repr_html_", False),
+    "rendering": ("ipydevice.render.text.render_diagnosis", False),
+    "rendering_html": ("ipydevice.render.html.render_diagnosis_html", False),
     "widget": ("ipydevice.render.widget.build_panel", True),
     "widget_bundle": ("ipydevice.render.widget.view_bundle", True),
     "widget_model": ("ipywidgets.Widget.open", True),
@@ -247,22 +247,31 @@ def test_a_keyboard_interrupt_during_the_diagnosis_keeps_the_traceback(
 # -- the widget: Apply, Copy and Insert callbacks ---------------------------------------
 
 
-def _buttons(widget: Any, css: str) -> list[Any]:
-    found = [widget] if css in getattr(widget, "_dom_classes", ()) else []
-    for child in getattr(widget, "children", ()):
-        found.extend(_buttons(child, css))
-    return found
+class _Button:
+    """A button of the panel's widget: a click is the message the browser sends."""
+
+    def __init__(self, panel: Any, action: str, index: int) -> None:
+        self.panel, self.action, self.index = panel, action, index
+
+    def click(self) -> None:
+        from ipydevice.render.widget import click
+
+        click(self.panel, self.action, self.index)
+
+
+def _buttons(panel: Any, css: str) -> list[Any]:
+    action = {"ipydevice-apply": "apply", "ipydevice-insert": "insert"}[css]
+    return [_Button(panel, action, i) for i, row in enumerate(panel.fixes) if row[action]]
 
 
 def _status(panel: Any) -> str:
-    (status,) = _buttons(panel, "ipydevice-status")
-    return status.value
+    return ("✔ " if panel.status_ok else "✘ ") + panel.status
 
 
 def _panel_of(cap: CapturedIO) -> Any:
-    """The live widget the hook displayed (found by its model id)."""
-    (bundle,) = panels(cap)
-    model_id = bundle["application/vnd.jupyter.widget-view+json"]["model_id"]
+    """The live buttons widget the hook displayed under the panel (found by its model id)."""
+    views = [o.data for o in cap.outputs if "application/vnd.jupyter.widget-view+json" in o.data]
+    model_id = views[-1]["application/vnd.jupyter.widget-view+json"]["model_id"]
     try:
         from ipywidgets.widgets.widget import _instances as registry
     except ImportError:  # ipywidgets 7
@@ -326,20 +335,18 @@ def test_copy_button_messages_and_a_missing_anywidget(
     kernel: InteractiveShell, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     pytest.importorskip("anywidget")
+    from ipydevice.render.widget import click
+
     cap, _ = run(kernel, MISMATCH)
     panel = _panel_of(cap)
-    copies = [w for w in _walk(panel) if hasattr(w, "copies")]
-    assert copies, "no Copy button"
-    # What the frontend sends after a click: a state update, no Python callback.
-    copies[0].set_state({"copies": 1})
-    assert copies[0].copies == 1
-    # Without anywidget the panel is built without Copy buttons.
+    click(panel, "copied")  # what the frontend sends after a click
+    assert panel.copies == 1
+    # Without anywidget the panel comes without buttons, and says nothing about it.
     monkeypatch.setitem(sys.modules, "anywidget", None)
     cap, _result = run(kernel, MISMATCH)
     assert cap.stderr == ""
-    panel = _panel_of(cap)
-    assert not [w for w in _walk(panel) if hasattr(w, "copies")]
-    assert _buttons(panel, "ipydevice-apply")
+    assert len(panels(cap)) == 1
+    assert not [o for o in cap.outputs if "application/vnd.jupyter.widget-view+json" in o.data]
 
 
 def _walk(widget: Any) -> Iterator[Any]:
@@ -492,7 +499,7 @@ def test_nothing_stays_alive_through_hook_panel_apply_and_devices(
     last = ext.hook_of(ip).last
     assert isinstance(last, Diagnosis) and "x" in str(last)
     if in_kernel:
-        assert "ipydevice-panel" in panel._dom_classes
+        assert panel.fixes
 
 
 def test_no_reference_cycle_delays_the_release() -> None:

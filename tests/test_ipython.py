@@ -52,6 +52,7 @@ def state_of(shell: InteractiveShell) -> dict[str, Any]:
         "events": {event: list(callbacks) for event, callbacks in shell.events.callbacks.items()},
         "custom_exceptions": shell.custom_exceptions,
         "CustomTB": shell.CustomTB,
+        "_showtraceback": vars(shell).get("_showtraceback"),
         "showwarning": warnings.showwarning,
         "excepthook": sys.excepthook,
         "line_magics": dict(manager.magics["line"]),
@@ -104,6 +105,7 @@ def test_message_only_cuda_error_gets_a_panel(ip: InteractiveShell) -> None:
 
 
 def test_html_is_escaped(ip: InteractiveShell) -> None:
+    ip.run_line_magic("config", "IPyDevice.verbosity = 'Verbose'")  # the message is shown
     source = "raise RuntimeError('Expected all tensors to be on the same device, but found at least two devices, cuda:0 and <b>cpu</b>!')"
     cap, _ = run_captured(ip, source)
     (bundle,) = panels(cap)
@@ -163,19 +165,135 @@ def test_panel_does_not_pin_the_exception(ip: InteractiveShell) -> None:
     assert isinstance(hook.last, Diagnosis)
 
 
-def test_widget_view_joins_the_bundle_in_a_kernel(
-    ip: InteractiveShell, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    pytest.importorskip("ipywidgets")
+def outputs_of(cap: Any) -> list[str]:
+    """What each display was: header, panel or buttons (a widget view)."""
+    kinds = []
+    for out in cap.outputs:
+        page = out.data.get("text/html", "")
+        if "ipydevice-header" in page:
+            kinds.append("header")
+        elif "ipydevice-panel" in page:
+            kinds.append("panel")
+        elif "application/vnd.jupyter.widget-view+json" in out.data:
+            kinds.append("buttons")
+        else:
+            kinds.append("other")
+    return kinds
+
+
+@pytest.fixture
+def kernel_ip(ip: InteractiveShell, monkeypatch: pytest.MonkeyPatch) -> InteractiveShell:
+    """The loaded shell, looking like ipykernel's (the header goes before tracebacks)."""
+    pytest.importorskip("anywidget")
     monkeypatch.setattr(ip, "kernel", object(), raising=False)
-    cap, _ = run_captured(ip, MISMATCH)
-    (bundle,) = panels(cap)
-    assert set(bundle) == {"text/plain", "text/html", "application/vnd.jupyter.widget-view+json"}
-    assert "`x` is on cpu" in bundle["text/plain"]
-    ip.run_line_magic("config", "IPyDevice.widget = False")
-    cap, _ = run_captured(ip, MISMATCH)
-    (bundle,) = panels(cap)
-    assert set(bundle) == {"text/plain", "text/html"}
+    return ip
+
+
+def test_in_a_kernel_the_header_comes_before_the_traceback(kernel_ip: InteractiveShell) -> None:
+    order: list[str] = []
+    hook = ext.hook_of(kernel_ip)
+    assert hook is not None
+    stock = hook.stock_showtraceback
+    hook.stock_showtraceback = lambda *args: (order.append("traceback"), stock(*args))[1]
+    from IPython.core import displaypub
+
+    publish = displaypub.CapturingDisplayPublisher.publish
+
+    def noting(self: Any, data: Any, *args: Any, **kwargs: Any) -> None:
+        order.append("header" if "ipydevice-header" in data.get("text/html", "") else "display")
+        publish(self, data, *args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(displaypub.CapturingDisplayPublisher, "publish", noting)
+        cap, _ = run_captured(kernel_ip, MISMATCH)
+    assert order[:3] == ["header", "display", "traceback"], order
+    assert outputs_of(cap) == ["header", "buttons", "panel", "buttons"]
+    header = cap.outputs[0].data
+    assert set(header) == {"text/plain", "text/html"}
+    assert "`x` is on cpu" in header["text/plain"]
+    assert "x = x.to('meta')" in header["text/plain"]
+    assert "below the traceback" in header["text/plain"]
+    assert set(cap.outputs[2].data) == {"text/plain", "text/html"}  # the panel: static only
+    assert "is not on the expected device cpu" in cap.stdout
+
+
+def test_one_diagnosis_for_the_header_and_the_panel(
+    kernel_ip: InteractiveShell, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ipydevice.diagnosis import engine
+
+    calls: list[BaseException] = []
+    diagnose = engine.diagnose
+
+    def counting(exc: BaseException, **kwargs: Any) -> Diagnosis:
+        calls.append(exc)
+        return diagnose(exc, **kwargs)
+
+    monkeypatch.setattr(engine, "diagnose", counting)
+    cap, result = run_captured(kernel_ip, MISMATCH)
+    assert calls == [result.error_in_exec]
+    assert outputs_of(cap) == ["header", "buttons", "panel", "buttons"]
+
+
+def test_tb_shows_no_second_header(kernel_ip: InteractiveShell) -> None:
+    run_captured(kernel_ip, MISMATCH)
+    cap, _ = run_captured(kernel_ip, "%tb")
+    assert "is not on the expected device cpu" in cap.stdout
+    assert cap.outputs == []
+
+
+def test_widget_off_leaves_the_static_outputs(kernel_ip: InteractiveShell) -> None:
+    kernel_ip.run_line_magic("config", "IPyDevice.widget = False")
+    cap, _ = run_captured(kernel_ip, MISMATCH)
+    assert outputs_of(cap) == ["header", "panel"]
+
+
+@pytest.mark.parametrize(
+    ("xmode", "setting", "expected"),
+    [
+        ("Context", None, "context"),
+        ("Minimal", None, "minimal"),
+        ("Verbose", None, "verbose"),
+        ("Plain", None, "context"),
+        ("Minimal", "Verbose", "verbose"),
+        ("Verbose", "minimal", "minimal"),
+    ],
+)
+def test_verbosity_follows_xmode_unless_set(
+    ip: InteractiveShell, xmode: str, setting: str | None, expected: str
+) -> None:
+    saved = ip.InteractiveTB.mode
+    try:
+        ip.run_line_magic("xmode", xmode)
+        if setting is not None:
+            ip.run_line_magic("config", f"IPyDevice.verbosity = {setting!r}")
+        assert ext.hook_of(ip).verbosity().lower() == expected
+        with capture_output() as cap:
+            ip.run_cell(MISMATCH)
+        (bundle,) = panels(cap)
+        if expected == "minimal":
+            assert "ipydevice-minimal" in bundle["text/html"]
+            assert "x = x.to('meta')" in bundle["text/plain"]
+            assert len(bundle["text/plain"].splitlines()) <= 8
+        else:
+            assert f'data-verbosity="{expected}"' in bundle["text/html"]
+    finally:
+        ip.run_line_magic("xmode", saved)
+
+
+def test_minimal_in_a_kernel_is_the_header_only(kernel_ip: InteractiveShell) -> None:
+    kernel_ip.run_line_magic("config", "IPyDevice.verbosity = 'Minimal'")
+    cap, _ = run_captured(kernel_ip, MISMATCH)
+    assert outputs_of(cap) == ["header", "buttons"]
+    assert "verbosity" in cap.outputs[0].data["text/plain"]  # says how to see more
+
+
+def test_config_rejects_a_bad_verbosity(ip: InteractiveShell) -> None:
+    with capture_output():
+        ip.run_line_magic("config", "IPyDevice.verbosity = 'loud'")
+    assert settings.current().verbosity is None
+    ip.run_line_magic("config", "IPyDevice.verbosity = 'verbose'")
+    assert settings.current().verbosity == "Verbose"
 
 
 # -- coexistence with IPython's own machinery ---------------------------------------------
@@ -261,6 +379,92 @@ def test_another_extensions_handler_keeps_working(
     assert (shell.custom_exceptions, shell.CustomTB) == before
     run_captured(shell, "{}['k']")
     assert other_extension[-1] == "KeyError"
+
+
+@pytest.mark.parametrize("calls_showtraceback", [True, False])
+def test_a_handler_registered_after_loading_is_called_and_the_panel_follows(
+    shell: InteractiveShell, monkeypatch: pytest.MonkeyPatch, calls_showtraceback: bool
+) -> None:
+    pytest.importorskip("anywidget")
+    run(shell, SETUP)
+    shell.run_line_magic("load_ext", "ipydevice")
+    monkeypatch.setattr(shell, "kernel", object(), raising=False)
+    calls: list[str] = []
+
+    def handler(
+        self: InteractiveShell, etype: type, value: BaseException, tb: Any, tb_offset: Any = None
+    ) -> None:
+        calls.append(etype.__name__)
+        if calls_showtraceback:  # Jupyter AI and Colab show the stock traceback first
+            self.showtraceback((etype, value, tb), tb_offset=tb_offset)
+        else:
+            print(f"handled: {value}")
+
+    saved = (shell.custom_exceptions, shell.CustomTB)
+    shell.set_custom_exc((RuntimeError,), handler)
+    try:
+        cap, _ = run_captured(shell, MISMATCH)
+    finally:
+        shell.custom_exceptions, shell.CustomTB = saved
+    assert calls == ["RuntimeError"]
+    assert "is not on the expected device cpu" in cap.stdout
+    # Through showtraceback: the header first; a handler that prints its own: the panel after.
+    header = ["header", "buttons"] if calls_showtraceback else []
+    assert outputs_of(cap) == [*header, "panel", "buttons"]
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        MISMATCH,
+        CUDA_TEXT,
+        "1 / 0",
+        "raise RuntimeError('CUDA out of memory. Tried to allocate 2.00 GiB')",
+        "{}['missing']",
+    ],
+)
+@pytest.mark.parametrize("kernel", [False, True], ids=["terminal", "kernel"])
+def test_traceback_text_is_identical_with_and_without_ipydevice(
+    shell: InteractiveShell, monkeypatch: pytest.MonkeyPatch, source: str, kernel: bool
+) -> None:
+    """What IPython hands to ``_showtraceback`` (and prints) is the same, byte for byte."""
+    pytest.importorskip("anywidget")
+    if kernel:
+        monkeypatch.setattr(shell, "kernel", object(), raising=False)
+    run(shell, SETUP)
+    seen: list[tuple[str, list[str]]] = []
+    stock = InteractiveShell._showtraceback
+
+    def recording(self: InteractiveShell, etype: type, value: BaseException, stb: Any) -> None:
+        seen.append((etype.__name__, list(stb)))
+        stock(self, etype, value, stb)
+
+    run_captured(shell, source)  # torch's first call takes another path (a one-time check)
+    monkeypatch.setattr(InteractiveShell, "_showtraceback", recording)
+    plain, _ = run_captured(shell, source)
+    shell.run_line_magic("load_ext", "ipydevice")
+    loaded, result = run_captured(shell, source)
+    assert result.error_in_exec is not None
+    assert len(seen) == 2 and seen[0] == seen[1]
+    assert loaded.stdout == plain.stdout
+    assert sys.last_value is result.error_in_exec
+    shell.run_line_magic("unload_ext", "ipydevice")
+    assert "_showtraceback" not in vars(shell)
+
+
+def test_unload_keeps_a_later_wrapper_of_showtraceback(shell: InteractiveShell) -> None:
+    shell.run_line_magic("load_ext", "ipydevice")
+    ours = shell._showtraceback
+    later = lambda *args: ours(*args)  # noqa: E731 - another extension wrapping after us
+    shell._showtraceback = later
+    try:
+        shell.run_line_magic("unload_ext", "ipydevice")
+        assert shell._showtraceback is later
+        with capture_output() as cap:
+            shell.run_cell("1 / 0")
+        assert "ZeroDivisionError" in cap.stdout and cap.outputs == []
+    finally:
+        del shell._showtraceback
 
 
 # -- lifecycle ----------------------------------------------------------------------------
@@ -357,6 +561,37 @@ print(json.dumps({"first_ms": first * 1000, "again_ms": again * 1000, "imported"
 """
 
 
+def test_only_the_shell_module_imports_ipython() -> None:
+    """The pure core and the integration's helper modules never import IPython."""
+    import ast
+    from pathlib import Path
+
+    package = Path(ipydevice.__file__).parent
+    importers = set()
+    for path in package.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                names = [node.module or ""]
+            if any(n == "IPython" or n.startswith("IPython.") for n in names):
+                importers.add(path.relative_to(package).as_posix())
+    assert importers == {"integrations/ipython.py"}
+
+
+def test_the_integration_helpers_import_without_ipython() -> None:
+    code = (
+        "import sys\n"
+        "import ipydevice.integrations.ipython_display, ipydevice.integrations.ipython_magics, ipydevice.integrations.ipython_config\n"
+        "import ipydevice.render.widget\n"
+        "heavy = [m for m in ('IPython', 'torch', 'ipywidgets', 'anywidget') if m in sys.modules]\n"
+        "assert not heavy, heavy\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+
+
 def test_load_is_instant_and_imports_nothing_heavy(tmp_path: Any) -> None:
     env = {**os.environ, "IPYTHONDIR": str(tmp_path)}
     out = subprocess.run(
@@ -442,6 +677,33 @@ def test_with_debug_the_failure_surfaces_after_the_users_traceback(
     assert "ValueError" in cap.stdout[ours:] and "injected" in cap.stdout[ours:]
     # The cost, in debug mode only: sys.last_value (and so %debug) is ipydevice's failure.
     assert isinstance(sys.last_value, ValueError)
+
+
+def test_with_debug_a_header_failure_surfaces_after_the_traceback(
+    kernel_ip: InteractiveShell, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("ipydevice.integrations.ipython_display.header_bundle", _raise)
+    monkeypatch.setenv("IPYDEVICE_DEBUG", "1")
+    cap, result = run_captured(kernel_ip, MISMATCH)
+    assert isinstance(result.error_in_exec, RuntimeError)
+    users = cap.stdout.index("is not on the expected device cpu")
+    ours = cap.stdout.index("Error in callback")
+    assert users < ours and "injected" in cap.stdout[ours:]
+    assert outputs_of(cap) == ["panel", "buttons"]  # the panel still came
+
+
+def test_without_debug_a_header_failure_is_one_line(
+    kernel_ip: InteractiveShell, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("ipydevice.integrations.ipython_display.header_bundle", _raise)
+    monkeypatch.delenv("IPYDEVICE_DEBUG")
+    cap, result = run_captured(kernel_ip, MISMATCH)
+    assert "is not on the expected device cpu" in cap.stdout
+    assert cap.stderr.splitlines() == [
+        "ipydevice: rendering failed (ValueError: injected); set IPYDEVICE_DEBUG=1 for details"
+    ]
+    assert outputs_of(cap) == ["panel", "buttons"]
+    assert sys.last_value is result.error_in_exec
 
 
 # -- settings -----------------------------------------------------------------------------

@@ -1,8 +1,9 @@
 """The panel in a real ipykernel, checked at the message level.
 
-What a frontend receives for a failing cell: the ``error`` output, then the
-panel's single ``display_data`` (``text/plain``, ``text/html`` and the widget
-view) in the same execute request, before the kernel goes idle. Also
+What a frontend receives for a failing cell, in the same execute request and
+before the kernel goes idle: the compact header (a static ``display_data``, then
+its buttons' widget view), IPython's ``error`` output exactly as without
+ipydevice, then the full panel (static) and its buttons. Also
 ``%devices``' ``execute_result``, the ``set_next_input`` payload and auto-loading
 through ``c.InteractiveShellApp.extensions`` in a kernel config file.
 
@@ -11,7 +12,9 @@ Two kernels in all (one per fixture), each with its own ``IPYTHONDIR``.
 
 from __future__ import annotations
 
+import json
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -67,24 +70,96 @@ def outputs(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [m for m in messages if m["msg_type"] in kinds]
 
 
-def test_error_then_one_panel_in_the_same_request(kernel: Kernel) -> None:
+def kind(message: dict[str, Any]) -> str:
+    """header, panel, buttons, or the message type."""
+    data = message["content"].get("data", {})
+    page = data.get("text/html", "")
+    if "ipydevice-header" in page:
+        return "header"
+    if "ipydevice-panel" in page:
+        return "panel"
+    if WIDGET_VIEW in data:
+        return "buttons"
+    return str(message["msg_type"])
+
+
+def test_header_error_then_panel_in_the_same_request(kernel: Kernel) -> None:
     reply, messages = kernel.execute(MISMATCH)
     content = reply["content"]
     assert content["status"] == "error"
     assert content["ename"] == "RuntimeError"  # the reply is what it is without ipydevice
     shown = outputs(messages)
-    assert [m["msg_type"] for m in shown] == ["error", "display_data"]
-    error, panel = shown
+    assert [kind(m) for m in shown] == ["header", "buttons", "error", "panel", "buttons"]
+    header, _, error, panel, _ = shown
     assert "is not on the expected device cpu" in error["content"]["evalue"]
     request = reply["parent_header"]["msg_id"]
-    assert panel["parent_header"]["msg_id"] == request
+    assert all(m["parent_header"]["msg_id"] == request for m in shown)
+    assert "`x` is on cpu" in header["content"]["data"]["text/plain"]
     data = panel["content"]["data"]
-    assert {"text/plain", "text/html"} <= set(data)
-    assert "ipydevice-panel" in data["text/html"]
+    assert set(data) == {"text/plain", "text/html"}  # what exporters keep
     assert "`x` is on cpu" in data["text/plain"]
-    assert WIDGET_VIEW in data  # ipywidgets is installed in the test environment
     assert messages[-1]["msg_type"] == "status"
     assert messages[-1]["content"]["execution_state"] == "idle"
+
+
+def test_what_the_cell_printed_stays_before_the_header(kernel: Kernel) -> None:
+    _, messages = kernel.execute("print('epoch 1')\n" + MISMATCH)
+    kinds = [kind(m) for m in outputs(messages)]
+    assert kinds == ["stream", "header", "buttons", "error", "panel", "buttons"], kinds
+
+
+def test_the_error_output_is_the_same_without_ipydevice(tmp_path: Path) -> None:
+    started = Kernel(tmp_path)
+    try:
+        started.execute(SETUP)
+        started.execute(MISMATCH)  # torch's first call takes another path (a one-time check)
+        errors = []
+        for code in ("%unload_ext ipydevice", "%load_ext ipydevice"):
+            started.execute(code)
+            for source in (MISMATCH, "1 / 0"):
+                reply, messages = started.execute(source)
+                (error,) = [m for m in messages if m["msg_type"] == "error"]
+                # The prompt number differs from run to run: the rest may not.
+                errors.append(
+                    re.sub(
+                        r"In\[\d+\]",
+                        "In[N]",
+                        json.dumps([error["content"], reply["content"]["traceback"]]),
+                    )
+                )
+        assert errors[:2] == errors[2:]
+    finally:
+        started.shutdown()
+
+
+def test_the_buttons_know_the_failed_cell(kernel: Kernel) -> None:
+    client = kernel.client
+    msg = client.session.msg(
+        "execute_request",
+        {
+            "code": MISMATCH,
+            "silent": False,
+            "store_history": True,
+            "user_expressions": {},
+            "allow_stdin": False,
+            "stop_on_error": True,
+        },
+        metadata={"cellId": "failed-cell-7"},
+    )
+    client.shell_channel.send(msg)
+    states = []
+    while True:
+        message = client.get_iopub_msg(timeout=90)
+        if message["parent_header"].get("msg_id") != msg["header"]["msg_id"]:
+            continue
+        if message["msg_type"] == "comm_open":
+            states.append(message["content"]["data"]["state"])
+        if message["msg_type"] == "status" and message["content"]["execution_state"] == "idle":
+            break
+    client.get_shell_msg(timeout=30)
+    actions = [s for s in states if s.get("_anywidget_id") == "ipydevice.render.widget.FixActions"]
+    assert len(actions) == 2  # the header's and the panel's
+    assert {s["cell_id"] for s in actions} == {"failed-cell-7"}
 
 
 def test_other_errors_get_no_panel(kernel: Kernel) -> None:
@@ -99,9 +174,7 @@ def test_panel_without_widget_has_both_static_types(kernel: Kernel) -> None:
         _, messages = kernel.execute(MISMATCH)
     finally:
         kernel.execute("%config IPyDevice.widget = True")
-    panel = outputs(messages)[-1]
-    assert panel["msg_type"] == "display_data"
-    assert set(panel["content"]["data"]) == {"text/plain", "text/html"}
+    assert [kind(m) for m in outputs(messages)] == ["header", "error", "panel"]
 
 
 def test_devices_is_an_execute_result_with_both_types(kernel: Kernel) -> None:
@@ -137,9 +210,9 @@ def test_autoload_from_the_kernel_config(tmp_path: Path) -> None:
     started = Kernel(tmp_path)
     try:
         _, messages = started.execute(CUDA_TEXT)  # message-only: no torch import, a quicker test
-        kinds = [m["msg_type"] for m in outputs(messages)]
-        assert kinds == ["error", "display_data"], kinds
-        assert "cuda:0" in outputs(messages)[1]["content"]["data"]["text/plain"]
+        kinds = [kind(m) for m in outputs(messages)]
+        assert kinds == ["header", "error", "panel"], kinds  # no fixes: no buttons
+        assert "cuda:0" in outputs(messages)[2]["content"]["data"]["text/plain"]
         _, messages = started.execute("from ipydevice.settings import current\ncurrent().max_rows")
         (result,) = outputs(messages)
         assert result["content"]["data"]["text/plain"] == "2"

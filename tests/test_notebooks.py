@@ -4,8 +4,9 @@
 to bottom in a temporary copy, with ``allow_errors=False``: nbclient lets a cell fail
 only when it is tagged ``raises-exception``, so an untagged failure (or a tagged cell
 that no longer fails) breaks the test. Each failing cell must show PyTorch's error and,
-right after it, ipydevice's panel: one display output with the widget view, escaped
-HTML and plain text, naming the family stored in the cell's ``metadata.ipydevice``.
+right after it, ipydevice's panel: a display output with escaped HTML and plain text
+naming the family stored in the cell's ``metadata.ipydevice``, then its buttons (a
+widget view); the compact header with the best fix comes before the error.
 
 The notebooks are stored without outputs; the first test checks that (no kernel).
 """
@@ -93,13 +94,16 @@ def run_notebook(tmp_path_factory: pytest.TempPathFactory):
     _EXECUTED.clear()
 
 
-def _panel_after_error(cell: Any) -> dict[str, Any]:
-    """The panel display output that follows the cell's error output."""
+def _panel_after_error(cell: Any, buttons: bool = False) -> dict[str, Any]:
+    """The panel display output that follows the cell's error output (``buttons``:
+    the widget output that follows the panel)."""
     kinds = [o.output_type for o in cell.outputs]
     assert "error" in kinds, f"the cell did not fail: {cell.source[:80]!r}"
+    before = cell.outputs[: kinds.index("error")]
+    assert before and "ipydevice-header" in before[0].data["text/html"], "no header first"
     after = cell.outputs[kinds.index("error") + 1 :]
-    assert after, f"no panel after the error: {cell.source[:80]!r}"
-    panel = after[0]
+    assert len(after) >= 1 + buttons, f"no panel after the error: {cell.source[:80]!r}"
+    panel = after[int(buttons)]
     assert panel.output_type == "display_data", panel.output_type
     return panel.data
 
@@ -121,7 +125,10 @@ def test_every_error_cell_shows_its_panel(run_notebook, name: str) -> None:
     failing = [c for c in nb.cells if c.cell_type == "code" and TAG in _tags(c)]
     assert failing
     for cell in failing:
-        _check_panel(_panel_after_error(cell), _expected_family(cell), widget=True)
+        _check_panel(_panel_after_error(cell), _expected_family(cell), widget=False)
+        assert WIDGET_VIEW not in _panel_after_error(cell), "exporters would drop the panel"
+        buttons = _panel_after_error(cell, buttons=True)
+        assert buttons[WIDGET_VIEW]["model_id"]
     for cell in nb.cells:  # nothing else failed (nbclient would have raised) or showed a panel
         if cell.cell_type == "code" and TAG not in _tags(cell):
             assert all(o.output_type != "error" for o in cell.outputs)

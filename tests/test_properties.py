@@ -58,7 +58,7 @@ TAGS = frozenset(
         "ul",
     }
 )
-ATTRIBUTES = frozenset({"class", "style", "data-scope"})
+ATTRIBUTES = frozenset({"class", "style", "data-scope", "data-verbosity"})
 
 #: Names a fix's code may use besides the user's own (comprehension variables,
 #: the helpers of generated fixes).
@@ -171,28 +171,24 @@ def check_html(fragment: str, *verbatim: str) -> str:
 
 
 def widget_html(d: Diagnosis, namespace: dict[str, Any]) -> list[str]:
-    """The HTML of every HTML widget of the panel (and the widget's button labels)."""
-    pytest.importorskip("ipywidgets")
+    """The HTML shown with the buttons: the header before the traceback; the buttons'
+    widget itself carries the fixes' code as data, which the browser shows as text."""
+    pytest.importorskip("anywidget")
+    from ipydevice.integrations.ipython_display import header_bundle
     from ipydevice.render.widget import build_panel
 
     panel = build_panel(d, lambda: namespace, lambda code: None)
-    out, stack = [], [panel]
-    while stack:
-        widget = stack.pop()
-        stack.extend(getattr(widget, "children", ()))
-        value = getattr(widget, "value", None)
-        if type(widget).__name__ == "HTML" and isinstance(value, str):
-            out.append(value)
+    assert all(isinstance(row["code"], str) for row in panel.fixes)
     panel.close()
-    return out
+    return [header_bundle(d)["text/html"]] if d.is_device_error else []
 
 
 def check_every_view(d: Diagnosis, namespace: dict[str, Any], *verbatim: str) -> None:
-    """The text report, the static HTML and the widget's HTML."""
+    """The text report, the static HTML and the header's HTML."""
     report = str(d)
     assert report.startswith("ipydevice")
-    check_html(d._repr_html_(), *verbatim)
-    combined = "".join(check_html(fragment) for fragment in widget_html(d, namespace))
+    combined = check_html(d._repr_html_(), *verbatim)
+    combined += "".join(check_html(fragment) for fragment in widget_html(d, namespace))
     for piece in verbatim:
         assert piece in combined, piece
 

@@ -368,7 +368,7 @@ def test_pytest_plugin_adds_the_diagnosis(pytester):
     result.assert_outcomes(failed=2)
     text = result.stdout.str()
     assert text.count("- ipydevice -") == 1  # one section, for the device error only
-    assert "`x in test_forward` is on cpu, `model in test_forward` is on meta" in text
+    assert "`x` is on cpu, `model` is on meta (in test_forward)" in text
 
 
 @pytest.mark.slow

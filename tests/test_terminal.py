@@ -134,7 +134,7 @@ def test_interactive_session_under_tmux(tmp_path: Path) -> None:
         screen = session.wait_for("x = x.to('meta')")
         assert_text_panel(screen)
         session.send("%devices")
-        screen = session.wait_for("Problems")
+        screen = session.wait_for("Problem")
         assert "ipydevice · 2 objects" in screen
         session.send("exit")
     finally:

@@ -1,4 +1,8 @@
-"""The panel widget without a frontend: structure, Apply, Copy, Insert, failures."""
+"""The panel's buttons without a front end: what they offer, Apply, Copy, Insert, failures.
+
+A click in the browser is a message to the kernel (``{"action": ..., "index": n}``);
+:func:`ipydevice.render.widget.click` sends the same message from Python.
+"""
 
 from __future__ import annotations
 
@@ -6,9 +10,9 @@ import pytest
 from cells import Notebook
 
 import ipydevice
-from ipydevice.render.widget import build_panel, panel_bundle
+from ipydevice.render.widget import build_panel, click, view_bundle
 
-w = pytest.importorskip("ipywidgets")
+pytest.importorskip("anywidget")
 
 SETUP = "import torch\nimport torch.nn as nn\nmodel = nn.Linear(4, 2).to('meta')\nx = torch.randn(3, 4)\n"
 
@@ -18,82 +22,83 @@ def diagnosis(nb: Notebook):
     return ipydevice.diagnose(nb.fails("out = model(x)\n"), namespace=nb.ns)
 
 
-def walk(widget) -> list:
-    return [widget, *(w for child in getattr(widget, "children", ()) for w in walk(child))]
+def test_one_row_per_fix_with_the_buttons_it_can_have(nb):
+    d = diagnosis(nb)
+    panel = build_panel(d, lambda: nb.ns, insert=lambda code: None, cell_id="abc")
+    assert len(panel.fixes) == len(d.fixes)
+    first = panel.fixes[0]
+    assert first["code"] == "x = x.to('meta')"
+    assert first["apply"] and first["insert"] and first["label"] == "Fix 1"
+    assert [row["apply"] for row in panel.fixes] == [f.can_apply for f in d.fixes]
+    assert panel.cell_id == "abc" and panel.status == ""
+    # Without a namespace there is nothing to apply; without insert, nothing to insert.
+    bare = build_panel(d)
+    assert not any(row["apply"] or row["insert"] for row in bare.fixes)
 
 
-def with_class(widget, name: str) -> list:
-    found = [widget] if name in getattr(widget, "_dom_classes", ()) else []
-    for child in getattr(widget, "children", ()):
-        found.extend(with_class(child, name))
-    return found
-
-
-def test_panel_structure(nb):
-    panel = build_panel(diagnosis(nb), lambda: nb.ns, insert=lambda code: None)
-    assert "ipydevice-panel" in panel._dom_classes
-    header = panel.children[0].value
-    assert "<code" in header and "x</code> is on cpu" in header
-    assert len(with_class(panel, "ipydevice-apply")) == 1  # only the namespace fix applies
-    assert len(with_class(panel, "ipydevice-status")) == 1
-    assert with_class(panel, "ipydevice-insert")
+def test_a_selection_of_fixes_keeps_their_numbers(nb):
+    d = diagnosis(nb)
+    panel = build_panel(d, lambda: nb.ns, fixes=[d.fixes[-1]])
+    assert [row["label"] for row in panel.fixes] == [f"Fix {len(d.fixes)}"]
 
 
 def test_apply_moves_the_live_object_and_says_so(nb):
-    d = diagnosis(nb)
-    panel = build_panel(d, lambda: nb.ns)
-    with_class(panel, "ipydevice-apply")[0].click()
-    status = with_class(panel, "ipydevice-status")[0].value
-    assert "moved x to meta" in status and "Re-run the cell" in status
+    panel = build_panel(diagnosis(nb), lambda: nb.ns)
+    click(panel, "apply")
+    assert "moved x to meta" in panel.status and "Re-run the cell" in panel.status
+    assert panel.status_ok
     assert nb.ns["x"].device.type == "meta"
     nb.run("out = model(x)\n")
 
 
 def test_failing_apply_reports_cleanly(nb):
-    d = diagnosis(nb)
-    panel = build_panel(d, lambda: nb.ns)
+    panel = build_panel(diagnosis(nb), lambda: nb.ns)
     del nb.ns["x"]
-    with_class(panel, "ipydevice-apply")[0].click()
-    status = with_class(panel, "ipydevice-status")[0].value
-    assert "✘" in status and "x no longer exists" in status
+    click(panel, "apply")
+    assert not panel.status_ok and "x no longer exists" in panel.status
 
 
 def test_exception_in_a_callback_shows_in_the_widget(nb):
-    d = diagnosis(nb)
-
     def broken_namespace():
         raise RuntimeError("kernel state unavailable")
 
-    panel = build_panel(d, broken_namespace)
-    with_class(panel, "ipydevice-apply")[0].click()
-    assert "kernel state unavailable" in with_class(panel, "ipydevice-status")[0].value
+    panel = build_panel(diagnosis(nb), broken_namespace)
+    click(panel, "apply")
+    assert not panel.status_ok and "kernel state unavailable" in panel.status
 
 
-def test_insert_queues_the_code(nb):
-    queued = []
+def test_insert_in_the_browser_and_the_fallback(nb):
+    queued: list[str] = []
     panel = build_panel(diagnosis(nb), lambda: nb.ns, insert=queued.append)
-    with_class(panel, "ipydevice-insert")[0].click()
+    click(panel, "inserted")  # the browser added the cell below the failed one
+    assert queued == [] and "below the failed cell" in panel.status
+    click(panel, "insert")  # it could not: the kernel queues the code
     assert queued == ["x = x.to('meta')"]
-    assert "next cell runs" in with_class(panel, "ipydevice-status")[0].value
+    assert "below the next cell you run" in panel.status
 
 
-def test_copy_button_carries_the_code(nb):
-    pytest.importorskip("anywidget")
+def test_messages_that_make_no_sense_are_ignored(nb):
     panel = build_panel(diagnosis(nb), lambda: nb.ns)
-    copies = [w for w in walk(panel) if hasattr(w, "copies")]
-    assert copies[0].text == "x = x.to('meta')"
+    for content in ({"action": "apply", "index": 99}, {"action": "apply"}, "junk", None):
+        panel._handle_custom_msg(content, [])
+    assert panel.status == "" and nb.ns["x"].device.type == "cpu"
+
+
+def test_copy_is_counted(nb):
+    panel = build_panel(diagnosis(nb), lambda: nb.ns)
+    click(panel, "copied")
+    assert panel.copies == 1 and "copied" in panel.status
 
 
 def test_widget_keeps_no_tensor(nb):
     import gc
+    import sys
     import weakref
 
     d = diagnosis(nb)
     ref = weakref.ref(nb.ns["x"])
     panel = build_panel(d, lambda: nb.ns)
     nb.ns.clear()
-    import sys
-
     for name in ("last_exc", "last_value", "last_traceback"):
         if hasattr(sys, name):
             setattr(sys, name, None)
@@ -102,8 +107,16 @@ def test_widget_keeps_no_tensor(nb):
     assert panel is not None
 
 
-def test_bundle_has_widget_html_and_text(nb):
-    bundle = panel_bundle(diagnosis(nb), lambda: nb.ns)
-    assert "application/vnd.jupyter.widget-view+json" in bundle
-    assert "ipydevice-panel" in bundle["text/html"] and "<script" not in bundle["text/html"]
-    assert bundle["text/plain"].startswith("ipydevice · device error")
+def test_the_view_is_the_widget_only(nb):
+    bundle = view_bundle(build_panel(diagnosis(nb), lambda: nb.ns))
+    assert set(bundle) == {"application/vnd.jupyter.widget-view+json", "text/plain"}
+    assert bundle["text/plain"] == ""  # the words are the panel's own output
+
+
+def test_the_browser_code_inserts_below_the_failed_cell_by_id():
+    from ipydevice.render.widget import _ESM
+
+    # The front end's notebook model, found through the widget manager's context.
+    assert "manager.context.model" in _ESM and "sharedModel" in _ESM
+    assert "cell.id === cellId" in _ESM and "insertCell(index + 1" in _ESM
+    assert "innerHTML" not in _ESM  # every text goes in as text

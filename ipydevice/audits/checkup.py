@@ -42,6 +42,7 @@ from ipydevice.collect.paths import format_path
 from ipydevice.collect.scan import Entry, Scan
 from ipydevice.model import Finding, Fix, Problem
 from ipydevice.settings import current
+from ipydevice.wording import plural
 
 #: Rules whose findings explain a device error whatever device they name: a
 #: plain list of modules, a generator, a wrapper, a scaler or a scheduler.
@@ -89,7 +90,7 @@ class Checkup:
         return render_checkup(self)
 
     def __repr__(self) -> str:
-        return f"<Checkup: {len(self.problems)} problems>"
+        return f"<Checkup: {plural(len(self.problems), 'problem')}>"
 
     def _repr_html_(self) -> str:
         from ipydevice.render.html import render_checkup_html

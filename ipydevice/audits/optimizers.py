@@ -6,6 +6,7 @@ from ipydevice import registry
 from ipydevice.collect.paths import format_path
 from ipydevice.collect.scan import Entry
 from ipydevice.model import OPTIMIZER_STATE, Finding, Fix, Problem, Step
+from ipydevice.wording import plural
 
 __all__ = ["AUDIT"]
 
@@ -19,7 +20,7 @@ def _optimizer_problems(entry: Entry) -> list[Problem]:
     state = sorted({s for _, _, s, _ in misplaced})
     params = sorted({p for _, _, _, p in misplaced})
     name = f"{format_path(entry.path)}.state"
-    why = f"{len(misplaced)} state tensors on {', '.join(state)}, their parameters on {', '.join(params)} (step counters excepted)"
+    why = f"{plural(len(misplaced), 'state tensor')} on {', '.join(state)}, {'its parameter' if len(misplaced) == 1 else 'their parameters'} on {', '.join(params)} (step counters excepted)"
     finding = Finding(
         name,
         state[0],

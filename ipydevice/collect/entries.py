@@ -15,6 +15,7 @@ from ipydevice.collect.paths import Path, format_path
 from ipydevice.collect.probe import TensorFacts
 from ipydevice.collect.walk import ATOM_IDS, container_items, dict_items, named_items
 from ipydevice.model import DeviceShare, ObjectRecord
+from ipydevice.wording import plural
 
 __all__ = ["Entry", "FactsCache", "ModuleView", "OptimizerView", "record_of", "shares_of"]
 
@@ -242,15 +243,13 @@ def record_of(entry: Entry, limit: int = 200) -> ObjectRecord:
         )
     if entry.optimizer is not None:
         shares = shares_of(entry.optimizer.params)
-        detail = (
-            f"{len(entry.optimizer.params)} parameters, {len(entry.optimizer.state)} state tensors"
-        )
+        detail = f"{plural(len(entry.optimizer.params), 'parameter')}, {plural(len(entry.optimizer.state), 'state tensor')}"
         return ObjectRecord(device=one_device(shares), shares=shares, detail=detail, **base)
     items = container_items(obj, limit + 1) or []
     children = (child for _, child in items[:limit] if id(type(child)) not in ATOM_IDS)
     shares = shares_of(child for child in children if probe.is_tensor(child))
     size = safe_len(obj)
-    detail = f"{size} items" if size >= 0 else ""
+    detail = plural(size, "item") if size >= 0 else ""
     if len(items) > limit:
         detail += f" (first {limit} scanned)"
     return ObjectRecord(
@@ -278,11 +277,11 @@ def one_device(shares: tuple[DeviceShare, ...]) -> str:
 def module_detail(view: ModuleView) -> str:
     params = sum(1 for _, _, kind in view.registered if kind == "parameter")
     buffers = len(view.registered) - params
-    parts = [f"{params} parameters"]
+    parts = [plural(params, "parameter")]
     if buffers:
-        parts.append(f"{buffers} buffers")
+        parts.append(plural(buffers, "buffer"))
     if view.attributes:
-        parts.append(f"{len(view.attributes)} unregistered tensors")
+        parts.append(plural(len(view.attributes), "unregistered tensor"))
     if view.dispatch_device:
         parts.append("dispatched (hf_device_map)")
     return ", ".join(parts)

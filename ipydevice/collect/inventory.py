@@ -25,6 +25,7 @@ from ipydevice.collect.paths import format_path
 from ipydevice.collect.scan import SKIP_NAMES, Entry, Scan, record_of, shares_of
 from ipydevice.model import DeviceShare, Finding, ObjectRecord
 from ipydevice.settings import current
+from ipydevice.wording import plural
 
 __all__ = ["Inventory", "inventory"]
 
@@ -74,7 +75,7 @@ class Inventory:
 
     def __repr__(self) -> str:
         devices = ", ".join(f"{t.device} ×{t.count}" for t in self.totals)
-        return f"<Inventory {len(self.records)} objects ({devices}); {len(self.problems)} problems>"
+        return f"<Inventory {plural(len(self.records), 'object')} ({devices}); {plural(len(self.problems), 'problem')}>"
 
     def _repr_html_(self) -> str:
         from ipydevice.render.html import render_inventory_html
@@ -250,7 +251,7 @@ def _module_map(entry: Entry) -> list[ObjectRecord]:
         shares = shares_of(tensors)
         device = shares[0].device if len(shares) == 1 else "mixed"
         name = format_path((*entry.path, *rel))
-        detail = f"{len(tensors)} tensors"
+        detail = plural(len(tensors), "tensor")
         rows.append(
             ObjectRecord(
                 name,

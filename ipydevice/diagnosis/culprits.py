@@ -26,6 +26,7 @@ from ipydevice.collect.frames import FrameView
 from ipydevice.collect.scan import Entry, Scan
 from ipydevice.diagnosis.family import MessageFacts
 from ipydevice.model import OPTIMIZER_STATE, Finding
+from ipydevice.wording import plural
 
 __all__ = ["Analysis", "Culprit", "analyse", "same_device"]
 
@@ -347,8 +348,8 @@ def _optimizer_culprit(entry: Entry) -> Culprit | None:
     state_devices = sorted({s for _, _, s, _ in misplaced})
     param_devices = sorted({p for _, _, _, p in misplaced})
     why = (
-        f"{len(misplaced)} state tensors are on {', '.join(state_devices)}, "
-        f"their parameters on {', '.join(param_devices)} (step counters excepted)"
+        f"{plural(len(misplaced), 'state tensor')} {'is' if len(misplaced) == 1 else 'are'} on {', '.join(state_devices)}, "
+        f"{'its parameter' if len(misplaced) == 1 else 'their parameters'} on {', '.join(param_devices)} (step counters excepted)"
     )
     name = f"{entry.name}.state"
     finding = Finding(

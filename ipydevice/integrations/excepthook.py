@@ -157,19 +157,16 @@ def _notify(diagnosis: Any) -> None:
 
 
 def terminal_style(stream: Any) -> tuple[int, bool]:
-    """Width from the terminal (60 to 160 columns) and colour only on a TTY
-    without ``NO_COLOR``."""
+    """Width from the terminal (60 to 160 columns) and colour on a TTY or with
+    ``FORCE_COLOR``, never with ``NO_COLOR``."""
     width = max(60, min(shutil.get_terminal_size((100, 24)).columns, 160))
     return width, _use_color(stream)
 
 
 def _use_color(stream: Any) -> bool:
-    if os.environ.get("NO_COLOR"):
-        return False
-    try:
-        return bool(stream.isatty())
-    except Exception:
-        return False
+    from ipydevice.render.text import use_color
+
+    return use_color(None, stream)
 
 
 def _hook(exc_type: type[BaseException], exc: BaseException, tb: TracebackType | None) -> None:

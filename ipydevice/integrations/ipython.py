@@ -1,76 +1,82 @@
 """IPython connectivity: ``%load_ext ipydevice``, the automatic panel and ``%devices``.
 
-This is the only module of ipydevice that imports IPython. It adapts the pure core
-(:mod:`ipydevice.engine`, :mod:`ipydevice.census`, the renderers) to a shell:
+The only module of ipydevice that imports IPython. It decides *when* to show
+something; :mod:`ipydevice.integrations.ipython_display` (no IPython) decides *what*, and the
+``%devices`` magic's work lives in :mod:`ipydevice.integrations.ipython_magics`.
 
-* the **panel**: after a cell fails with a device error, one display output
-  carrying ``text/plain`` and escaped ``text/html`` (plus the widget view of
-  :mod:`ipydevice.widget` in a Jupyter kernel) appears under IPython's own
-  traceback;
-* ``%devices``: a device-aware ``%whos`` (see :meth:`DeviceMagics.devices`);
-  ``%devices --check`` runs every audit of :mod:`ipydevice.audits` before
-  training starts;
-* device **warnings** (transformers' ``generate()`` device warning, accelerate's
-  dispatch and offload warnings, torch's meta ``load_state_dict`` no-op) get the
-  same panel, under the stock warning (:mod:`ipydevice.warnings_hook`;
-  ``IPyDevice.warnings``, on by default);
-* **watch mode** (``%config IPyDevice.watch = True``, off by default): after each
-  successful cell, one short warning when a model and a batch-like variable the
-  cell bound are on different devices (metadata only, see :meth:`_Hook.watch_cell`);
-* ``IPyDevice``: the settings as traitlets (``%config IPyDevice.panel = False``,
-  ``c.IPyDevice.max_rows = 30`` in a config file).
+* the **panel**, for a cell that fails with a device error. In a Jupyter kernel a
+  compact **header** (headline, best fix, its buttons) comes *before* IPython's
+  traceback, so that it is on screen however long the traceback is, and the full
+  panel comes after it; a terminal, which shows the end, gets the report after the
+  traceback only. Each is a ``display_data`` with ``text/plain`` and escaped
+  ``text/html`` (what exporters keep) followed by the buttons of
+  :mod:`ipydevice.render.widget` as a widget output of their own;
+* ``%devices`` (a device-aware ``%whos``) and ``%devices --check`` (every audit);
+* device **warnings** get the same panel (:mod:`ipydevice.integrations.warnings_hook`);
+* **watch mode**: after each successful cell, one short warning when a model and a
+  batch-like variable the cell bound are on different devices;
+* ``IPyDevice``: the settings as traitlets (``%config IPyDevice.verbosity = 'Minimal'``).
 
-Hook mechanism: the ``post_run_cell`` event, reading ``result.error_in_exec``.
-IPython fires it once per non-silent cell, after ``run_code`` has shown the stock
-traceback and set ``sys.last_*``. ipykernel fires it inside the same execute
-request, so the panel's ``display_data`` carries that request's parent header and
-arrives right after the cell's ``error`` output, before the kernel goes idle
-(checked in ``tests/test_kernel.py``). Chosen over ``set_custom_exc`` because it
-changes nothing IPython does with the exception: the traceback, ``sys.last_*``,
-``%tb``, ``%debug``, ``%pdb`` and the execute reply are exactly as without
-ipydevice, and the single ``set_custom_exc`` slot that Colab and Jupyter AI use
-stays theirs. It also makes "never lose the user's traceback" structural: the
-traceback is printed before ipydevice runs at all. A ``pre_run_cell`` callback
-notes the ``id`` of ``sys.last_value`` so that an exception a magic caught and
-showed itself (``%run script.py``) gets a panel too.
+Hook mechanism. The shell instance's ``_showtraceback`` (the method that puts a
+formatted traceback on screen: ``print`` in a terminal, the ``error`` message in
+ipykernel) is wrapped for as long as the extension is loaded: in a kernel, just
+before the traceback of a cell that just failed goes out, the exception is
+diagnosed and the header displayed, then the stock method runs with the stock
+arguments, so the traceback, ``sys.last_*``, ``%tb``, ``%debug``, ``%pdb`` and the
+execute reply are exactly as without ipydevice. ``set_custom_exc`` is not used:
+its single slot stays Colab's and Jupyter AI's, and their handlers, which call
+``showtraceback``, get the header too. ``%tb`` re-shows an exception already shown
+(``pre_run_cell`` notes the ``id`` of ``sys.last_value``): no second header. The
+``post_run_cell`` event then shows the full panel from the same diagnosis, or,
+when no traceback went through the wrapper (a terminal, a custom handler that
+prints its own), diagnoses ``result.error_in_exec`` or a new ``sys.last_value``
+(``%run script.py`` shows the script's exception itself).
 
 Contract:
 
 * Loading is instant: it imports neither torch, pandas nor ipywidgets, nor the
   engine (imported on the first failing cell only).
-* Loading twice is harmless; unloading removes the callbacks, the configurable and
-  ``%devices`` (putting back any ``%devices`` that was there before), puts back
-  ``warnings.showwarning`` and removes the logging handler and filter, and
-  restores the settings that were in force before loading. IPython has no API to
-  unregister a magic, so ``%devices`` is popped from ``magics_manager.magics``.
-  ``%config IPyDevice.*`` values live in ``shell.config`` like every IPython
-  configurable's, so a later reload picks them up again.
-* Every stage of the panel is guarded: a failure prints one line to stderr and
-  the cell's output is otherwise untouched. With ``IPYDEVICE_DEBUG=1`` the failure
-  is raised instead; IPython's event manager then prints
-  ``Error in callback ...`` and shows ipydevice's traceback after the user's own
-  (which also makes ``sys.last_value`` the ipydevice failure: debugging only).
+* Loading twice is harmless; unloading removes the callbacks, the ``_showtraceback``
+  wrapper, the configurable and ``%devices`` (putting back any ``%devices`` that was
+  there before), puts back ``warnings.showwarning`` and the logging handler, and
+  restores the settings in force before loading. ``%config IPyDevice.*`` values
+  live in ``shell.config``, so a later reload picks them up again.
+* Every stage is guarded: a failure prints one line to stderr (once per cell) and
+  the cell's output is otherwise untouched; the traceback always goes out. With
+  ``IPYDEVICE_DEBUG=1`` a failure after the traceback is raised (IPython prints
+  ``Error in callback ...``); one before it is retried after the traceback and
+  raised there, never in the way of the user's traceback.
 * Only the last :class:`~ipydevice.model.Diagnosis` (strings only) is kept, for
   ``%devices --last``; never the exception, its traceback or any tensor.
 """
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import dataclasses
 import functools
-import re
 import sys
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_magic, magics_class
-from traitlets import Bool, Int, default, observe
 from traitlets.config import Configurable
 
 from ipydevice._debug import debug_enabled, describe_failure
+from ipydevice.integrations import ipython_magics as magics
+from ipydevice.integrations.ipython_config import IPyDevice
+from ipydevice.integrations.ipython_display import (
+    cell_bound_names,
+    cell_exception,
+    is_device_error,
+    panel_bundle,
+    restore_settings,
+    settings_in_force,
+    watch_bundle,
+    watch_checkup,
+)
+from ipydevice.integrations.ipython_display import guarded as _guarded
 
 if TYPE_CHECKING:  # pragma: no cover
     from IPython.core.interactiveshell import ExecutionResult, InteractiveShell
@@ -78,12 +84,12 @@ if TYPE_CHECKING:  # pragma: no cover
     from ipydevice.audits.checkup import Checkup
     from ipydevice.collect.inventory import Inventory
     from ipydevice.integrations.warnings_hook import DeviceWarnings
-    from ipydevice.model import Diagnosis
-    from ipydevice.settings import Settings
+    from ipydevice.model import Diagnosis, Fix
 
 __all__ = [
     "DeviceMagics",
     "IPyDevice",
+    "cell_bound_names",
     "hook_of",
     "load",
     "panel_bundle",
@@ -93,127 +99,11 @@ __all__ = [
 
 MAGIC_NAME = "devices"
 
-#: The :class:`~ipydevice.settings.Settings` fields mirrored as ``IPyDevice`` traits.
-SETTING_TRAITS = (
-    "max_rows",
-    "max_depth",
-    "max_items",
-    "max_objects",
-    "max_frames",
-    "max_modules",
-    "max_fixes",
-    "show_library_frames",
-)
-
 _T = TypeVar("_T")
-
-
-# -- settings, the traitlets way -----------------------------------------------------------
-
-
-def _from_settings(name: str) -> Any:
-    """A trait default that reads the setting in force, so ``%config`` shows the truth."""
-
-    @default(name)
-    def _default(self: Configurable) -> Any:
-        from ipydevice.settings import current
-
-        return getattr(current(), name)
-
-    return _default
-
-
-def _limit(help_text: str) -> Int:
-    return Int(min=1, help=help_text).tag(config=True)
-
-
-class IPyDevice(Configurable):
-    """ipydevice's settings: ``%config IPyDevice.<name> = value`` or ``c.IPyDevice.<name>``.
-
-    The limits mirror :class:`ipydevice.settings.Settings`; a change here calls
-    :func:`ipydevice.settings.configure`.
-    """
-
-    panel = Bool(True, help="Show a diagnosis panel under every device error.").tag(config=True)
-    widget = Bool(
-        True,
-        help="In a Jupyter kernel, add the interactive view (Apply, Copy, Insert buttons) "
-        "to the panel; frontends without widgets show its HTML or text.",
-    ).tag(config=True)
-    insert_fix_cell = Bool(
-        False, help="After a device error, put the best fix's code into the next input cell."
-    ).tag(config=True)
-    warnings = Bool(
-        True,
-        help="Show the panel under device warnings too: transformers' generate() device "
-        "warning, accelerate's dispatch/offload warnings, torch's meta load_state_dict no-op.",
-    ).tag(config=True)
-    watch = Bool(
-        False,
-        help="After each successful cell, warn once when a model and a batch-like variable "
-        "the cell defined are on different devices (metadata only).",
-    ).tag(config=True)
-    max_rows = _limit("Rows shown in a table before '… N more'.")
-    max_depth = _limit("How deep containers and attribute chains are followed.")
-    max_items = _limit("Items looked at in one container.")
-    max_objects = _limit("Objects visited in one scan.")
-    max_frames = _limit("Traceback frames walked, innermost first.")
-    max_modules = _limit("Submodules walked in one module tree.")
-    max_fixes = _limit("Fixes proposed in one diagnosis.")
-    show_library_frames = Bool(help="Also list tensors held only by library frames.").tag(
-        config=True
-    )
-
-    _max_rows_default = _from_settings("max_rows")
-    _max_depth_default = _from_settings("max_depth")
-    _max_items_default = _from_settings("max_items")
-    _max_objects_default = _from_settings("max_objects")
-    _max_frames_default = _from_settings("max_frames")
-    _max_modules_default = _from_settings("max_modules")
-    _max_fixes_default = _from_settings("max_fixes")
-    _show_library_frames_default = _from_settings("show_library_frames")
-
-    @observe(*SETTING_TRAITS)
-    def _push_setting(self, change: Mapping[str, Any]) -> None:
-        from ipydevice.settings import configure
-
-        configure(**{change["name"]: change["new"]})
-
-
-def _settings_in_force() -> Settings | None:
-    """The settings in force; ``None`` while :mod:`ipydevice.settings` is not imported
-    (nothing can have changed them, so the defaults are in force). Loading does not
-    import it: creating its dataclass would cost ``%load_ext`` a millisecond."""
-    module = sys.modules.get("ipydevice.settings")
-    return None if module is None else module.current()
-
-
-def _restore_settings(saved: Settings | None) -> None:
-    module = sys.modules.get("ipydevice.settings")
-    if module is None:  # never imported: the defaults are still in force
-        return
-    if saved is None:
-        saved = module.Settings()
-    module.configure(**{f.name: getattr(saved, f.name) for f in dataclasses.fields(saved)})
+_MISSING = object()
 
 
 # -- the panel -----------------------------------------------------------------------------
-
-
-def _guarded(stage: str, func: Callable[..., _T], *args: Any) -> _T | None:
-    """Runs one stage; a failure becomes one line on stderr (or is raised when debugging)."""
-    try:
-        return func(*args)
-    except Exception as failure:
-        if debug_enabled():
-            raise
-        print(describe_failure(stage, failure), file=sys.stderr)
-        return None
-    except KeyboardInterrupt:
-        # Ctrl-C while ipydevice works: the user's traceback is out already. Letting
-        # it through would print ipydevice's traceback and make it sys.last_value.
-        print(f"ipydevice: {stage} interrupted", file=sys.stderr)
-        return None
 
 
 def _as_usage_error(stage: str, func: Callable[..., _T], *args: Any) -> _T:
@@ -230,82 +120,7 @@ def _as_usage_error(stage: str, func: Callable[..., _T], *args: Any) -> _T:
         raise UsageError(describe_failure(stage, failure)) from None
 
 
-def _is_device_error(exc: BaseException) -> bool:
-    """The cheap pre-filter: a regex over the message chain, no torch needed."""
-    from ipydevice.diagnosis import engine
-
-    return engine.recognise_exception(exc)[1].is_device_error
-
-
-def panel_bundle(diagnosis: Diagnosis, terminal: bool = False) -> dict[str, str]:
-    """The panel's single display output: plain text for terminals, escaped HTML for the rest.
-
-    In terminal IPython the text fits the terminal's width and is coloured when
-    stdout is a TTY and ``NO_COLOR`` is unset.
-    """
-    text = str(diagnosis)
-    if terminal:
-        from ipydevice.integrations.excepthook import terminal_style
-        from ipydevice.render.text import render_diagnosis
-
-        width, color = terminal_style(sys.stdout)
-        text = render_diagnosis(diagnosis, width=width, color=color)
-    return {"text/plain": text, "text/html": diagnosis._repr_html_()}
-
-
-def watch_bundle(checkup: Checkup) -> dict[str, str]:
-    """Watch mode's one short display: a line per problem and its first fix."""
-    from html import escape  # lazily: %load_ext stays light
-
-    lines, items = [], []
-    for problem, fix in zip(checkup.problems, _fix_per_problem(checkup), strict=True):
-        code = fix.code.splitlines()[0] if fix is not None and fix.code else ""
-        lines.append(f"ipydevice · watch: `{problem.name}` {problem.why}")
-        item = f"<code>{escape(problem.name)}</code> {escape(problem.why)}"
-        if code:
-            lines.append(f"    {code}")
-            item += f' <code style="white-space:pre">{escape(code)}</code>'
-        items.append(f"<div>{item}</div>")
-    style = (
-        "border-left:3px solid #e8590c;padding:2px 8px;margin:2px 0;"
-        "font-family:var(--jp-ui-font-family,sans-serif);font-size:13px"
-    )
-    body = "<b>ipydevice · watch</b>" + "".join(items)
-    return {
-        "text/plain": "\n".join(lines),
-        "text/html": f'<div class="ipydevice-watch" style="{style}">{body}</div>',
-    }
-
-
-def _fix_per_problem(checkup: Checkup) -> list[Any]:
-    """The fix of each problem: one each, in order, or the one whose title names it."""
-    problems, fixes = checkup.problems, checkup.fixes
-    if len(fixes) == len(problems):
-        return list(fixes)
-    out = []
-    for problem in problems:
-        named = re.compile(rf"(?<![\w.\[]){re.escape(problem.name)}(?![\w\[])")
-        out.append(next((f for f in fixes if named.search(f.title)), None))
-    return out
-
-
-def cell_bound_names(shell: InteractiveShell, raw_cell: str) -> set[str]:
-    """The names a cell binds at its top level, from its source (nothing is run).
-
-    The cell is first turned into Python the way IPython does (magics, ``!cmd``);
-    a cell that does not parse binds nothing.
-    """
-    from ipydevice.collect.frames import bound_names
-
-    try:
-        source = shell.transform_cell(raw_cell)
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError, TypeError):
-        return set()
-    return bound_names(tree)
-
-
-def _publish(bundle: dict[str, str]) -> None:
+def _publish(bundle: dict[str, Any]) -> None:
     from IPython.display import display
 
     display(bundle, raw=True)
@@ -316,10 +131,12 @@ class _Hook:
 
     def __init__(self, shell: InteractiveShell) -> None:
         self.shell = shell
-        self.saved_settings = _settings_in_force()
+        self.saved_settings = settings_in_force()
         manager = shell.magics_manager
         self.saved_magic = manager.magics["line"].get(MAGIC_NAME)
         self.saved_registry = manager.registry.get(DeviceMagics.__name__)
+        self.saved_showtraceback = vars(shell).get("_showtraceback", _MISSING)
+        self.stock_showtraceback: Callable[..., Any] = shell._showtraceback
         self.config = IPyDevice(parent=shell)
         self.magics = DeviceMagics(shell, hook=self)
         self.callbacks: dict[str, Callable[..., Any]] = {
@@ -330,10 +147,19 @@ class _Hook:
         self.last: Diagnosis | None = None
         self.device_warnings: DeviceWarnings | None = None
         self.panel, self.watch = True, False  # IPyDevice.panel and .watch, kept in step
+        self.active = False
+        # This cell: the exception the header was for (by id) and its diagnosis
+        # (None: not a device error, or its diagnosis failed), the stages that
+        # failed (each is reported once), and the cell's id from the front end.
+        self.headed: tuple[int, Diagnosis | None] | None = None
+        self.failed: set[str] = set()
+        self.deferred: Exception | None = None  # IPYDEVICE_DEBUG=1: raised after the traceback
+        self.cell_id = ""
 
     def install(self) -> None:
-        """Registers the configurable, ``%devices``, the cell callbacks and, unless
-        ``IPyDevice.warnings`` is off, the device-warning hooks."""
+        """Registers the configurable, ``%devices``, the cell callbacks, the
+        ``_showtraceback`` wrapper and, unless ``IPyDevice.warnings`` is off, the
+        device-warning hooks."""
         cast("list[Configurable]", self.shell.configurables).append(self.config)
         self.shell.register_magics(self.magics)
         for event, callback in self.callbacks.items():
@@ -341,6 +167,8 @@ class _Hook:
         self.config.observe(self._warnings_changed, names="warnings")
         self.config.observe(self._switches_changed, names=["panel", "watch"])
         self._switches_changed()
+        self.shell._showtraceback = self.show_traceback  # type: ignore[method-assign]
+        self.active = True
         if self.config.warnings:
             self.install_warnings()
 
@@ -370,7 +198,14 @@ class _Hook:
 
     def remove(self) -> None:
         """Undoes :meth:`install` and puts back the settings in force before loading."""
+        self.active = False
         self.remove_warnings()
+        if vars(self.shell).get("_showtraceback") == self.show_traceback:
+            if self.saved_showtraceback is _MISSING:
+                del self.shell._showtraceback
+            else:
+                self.shell._showtraceback = self.saved_showtraceback  # type: ignore[method-assign]
+        # else: wrapped again since, by someone else; ours stays in their chain, inactive.
         with contextlib.suppress(ValueError, KeyError):  # install failed before observing
             self.config.unobserve(self._warnings_changed, names="warnings")
         with contextlib.suppress(ValueError, KeyError):
@@ -389,114 +224,227 @@ class _Hook:
         manager.registry.pop(DeviceMagics.__name__, None)
         if self.saved_registry is not None:
             manager.registry[DeviceMagics.__name__] = self.saved_registry
-        _restore_settings(self.saved_settings)
+        restore_settings(self.saved_settings)
         self.last = None
+
+    # -- stages ----------------------------------------------------------------------------
+
+    def stage(
+        self, name: str, func: Callable[..., _T], *args: Any, before: bool = False
+    ) -> _T | None:
+        """Runs one stage; a failure is one line on stderr, once per cell per stage.
+
+        With ``IPYDEVICE_DEBUG=1`` it is raised instead, except ``before`` the
+        traceback: then it returns None and the stage runs again after the traceback.
+        """
+        try:
+            return func(*args)
+        except Exception as failure:
+            if debug_enabled():
+                if before:
+                    self.deferred = self.deferred or failure
+                    return None
+                raise
+            self._report(name, describe_failure(name, failure))
+        except KeyboardInterrupt:
+            # Ctrl-C while ipydevice works: letting it through would print ipydevice's
+            # traceback and make it sys.last_value.
+            self._report(name, f"ipydevice: {name} interrupted")
+        return None
+
+    def _report(self, name: str, line: str) -> None:
+        if name not in self.failed:
+            self.failed.add(name)
+            print(line, file=sys.stderr)
+
+    def in_kernel(self) -> bool:
+        return getattr(self.shell, "kernel", None) is not None
+
+    def verbosity(self) -> str:
+        """The verbosity in force: ``IPyDevice.verbosity``, else what ``%xmode`` implies."""
+        from ipydevice.settings import current, verbosity_for
+
+        xmode = getattr(getattr(self.shell, "InteractiveTB", None), "mode", None)
+        return verbosity_for(current().verbosity, xmode if isinstance(xmode, str) else None)
+
+    # -- the cell callbacks ----------------------------------------------------------------
 
     def pre_run_cell(self, info: Any = None) -> None:
         """The ``pre_run_cell`` callback: notes which exception was last shown, by id
-        only, and lets every device warning be reported once in the new cell."""
+        only, and the cell's id; lets every device warning be reported once in the
+        new cell."""
         self.shown_before = id(vars(sys).get("last_value"))
+        self.headed, self.cell_id = None, ""
+        self.failed.clear()
+        self.deferred = None
+        cell_id = getattr(info, "cell_id", None)
+        if not isinstance(cell_id, str):  # older IPython: the request's own metadata
+            parent = getattr(self.shell, "parent_header", None)
+            metadata = parent.get("metadata") if isinstance(parent, dict) else None
+            cell_id = metadata.get("cellId") if isinstance(metadata, dict) else None
+        if isinstance(cell_id, str):
+            self.cell_id = cell_id
         warned = self.device_warnings
         if warned is not None and (warned.seen or warned.pending):
             _guarded("warning panel", warned.new_cell)
 
+    def show_traceback(self, etype: Any, evalue: Any, stb: Any) -> Any:
+        """Wraps the shell's ``_showtraceback``: in a kernel, the header of a device
+        error goes out first; then the stock method, with the stock arguments."""
+        failure: Exception | None = None
+        try:
+            if (
+                self.active
+                and self.panel
+                and self.headed is None
+                and id(evalue) != self.shown_before  # not %tb showing an old one again
+                and isinstance(evalue, BaseException)
+                and self.in_kernel()
+            ):
+                self.show_header(evalue)
+        except Exception as exc:  # the stages report their own; this is a last resort
+            failure = exc
+        shown = self.stock_showtraceback(etype, evalue, stb)
+        if failure is not None:
+            self._report("header", describe_failure("header", failure))
+        return shown
+
+    def show_header(self, exc: BaseException) -> None:
+        """Diagnoses ``exc`` and displays the header, before its traceback."""
+        recognised = self.stage("recognition", is_device_error, exc, before=True)
+        if recognised is None:  # failed: reported once (or retried after the traceback)
+            if not debug_enabled():
+                self.headed = (id(exc), None)
+            return
+        diagnosis = self.stage("diagnosis", self.diagnose, exc, before=True) if recognised else None
+        if recognised and diagnosis is None and debug_enabled():
+            return  # retried after the traceback, where it raises
+        if diagnosis is not None and not diagnosis.is_device_error:
+            diagnosis = None
+        self.headed = (id(exc), diagnosis)
+        if diagnosis is None:
+            return
+        self.last = diagnosis
+        from ipydevice.integrations.ipython_display import best_fix, header_bundle
+
+        below = self.verbosity() != "Minimal"
+        bundle = self.stage("rendering", header_bundle, diagnosis, below, before=True)
+        if bundle is None:
+            return
+        self.stage("display", _publish, bundle, before=True)
+        fix = best_fix(diagnosis)
+        if fix is not None:
+            self.show_buttons(diagnosis, [fix], before=True)
+
     def post_run_cell(self, result: ExecutionResult) -> None:
         """The ``post_run_cell`` callback: the warning panels kept until the stock
-        output, a panel when the cell failed with a device error, and watch mode."""
+        output, the full panel when the cell failed with a device error, and watch mode."""
         warned = self.device_warnings
         if warned is not None and warned.pending:
             _guarded("warning panel", warned.flush)
         if self.panel:
             exc = self.cell_exception(result)
             if exc is not None:
-                self.show_panel(exc)
+                headed = self.headed
+                if headed is not None and headed[0] == id(exc):
+                    if headed[1] is not None:
+                        self.show_panel(headed[1], headed=True)
+                else:
+                    self.diagnose_and_show(exc)
+        self.headed = None
         if self.watch:
-            _guarded("watch", self.watch_cell, result)
+            self.stage("watch", self.watch_cell, result)
+        deferred, self.deferred = self.deferred, None
+        if deferred is not None:  # a failure before the traceback, raised now (debugging)
+            raise deferred
 
     def show_warning(self, diagnosis: Diagnosis) -> None:
-        """Displays a device warning's panel (called by :mod:`ipydevice.warnings_hook`)."""
-        terminal = getattr(self.shell, "kernel", None) is None
+        """Displays a device warning's panel (called by :mod:`ipydevice.integrations.warnings_hook`)."""
+        terminal = not self.in_kernel()
         diagnosis = dataclasses.replace(diagnosis, kind="warning")
         bundle = _guarded("rendering", panel_bundle, diagnosis, terminal)
         if bundle is None:
             return
-        if self.config.widget and not terminal:
-            view = _guarded("widget", self.widget_view, diagnosis)
-            bundle = {**(view or {}), **bundle}
         _guarded("display", _publish, bundle)
+        if self.config.widget and not terminal and diagnosis.fixes:
+            view = _guarded("widget", self.widget_view, diagnosis, None)
+            if view is not None:
+                _guarded("display", _publish, view)
 
     def watch_cell(self, result: ExecutionResult) -> None:
-        """Watch mode: the names a successful cell bound, checked against the model.
-
-        Cost independent of the model's size: the cell's source is parsed for the
-        names it binds, and :func:`ipydevice.audits.watch` reads the device of one
-        parameter of the model and of those names' tensors only.
-        """
-        if not getattr(result, "success", False):
-            return
-        raw = getattr(getattr(result, "info", None), "raw_cell", None)
-        if not isinstance(raw, str) or not raw.strip():
-            return
-        names = cell_bound_names(self.shell, raw)
-        if not names:
-            return
-        from ipydevice.audits import checkup as audits
-
-        checkup = audits.watch(self.shell.user_ns, sorted(names))
+        """Watch mode: see :func:`ipydevice.integrations.ipython_display.watch_checkup`."""
+        checkup = watch_checkup(self.shell, result)
         if checkup:
             _publish(watch_bundle(checkup))
 
     def cell_exception(self, result: ExecutionResult) -> BaseException | None:
-        """The exception the cell raised or, failing that, one it showed.
+        """The exception the cell raised or showed (:func:`~ipydevice.integrations.ipython_display.cell_exception`)."""
+        return cell_exception(result, self.shown_before)
 
-        ``%run script.py`` and other magics catch the script's exception and show
-        it themselves, so ``error_in_exec`` stays empty; ``sys.last_value`` then
-        holds a new exception. Only its ``id`` is compared: holding the previous
-        exception would keep its frames (and tensors) alive while the user frees them.
-        """
-        exc = getattr(result, "error_in_exec", None)
-        if exc is not None:
-            return exc
-        shown = vars(sys).get("last_value")
-        # type(), not isinstance(): sys.last_value may be anything, a lying __class__ too.
-        if issubclass(type(shown), BaseException) and id(shown) != self.shown_before:
-            return shown
-        return None
-
-    def show_panel(self, exc: BaseException) -> None:
-        """Diagnoses ``exc`` and displays the panel; each stage guarded."""
-        if not _guarded("recognition", _is_device_error, exc):
+    def diagnose_and_show(self, exc: BaseException) -> None:
+        """Diagnoses ``exc`` after its traceback and displays the panel."""
+        if not self.stage("recognition", is_device_error, exc):
             return
-        diagnosis = _guarded("diagnosis", self.diagnose, exc)
+        diagnosis = self.stage("diagnosis", self.diagnose, exc)
         if diagnosis is None or not diagnosis.is_device_error:
             return
         self.last = diagnosis
-        terminal = getattr(self.shell, "kernel", None) is None
-        bundle = _guarded("rendering", panel_bundle, diagnosis, terminal)
+        self.show_panel(diagnosis, headed=False)
+
+    def show_panel(self, diagnosis: Diagnosis, headed: bool) -> None:
+        """The panel after the traceback, at the verbosity in force: in a kernel under
+        Minimal, nothing more when the header went out before the traceback."""
+        kernel = self.in_kernel()
+        verbosity = self.verbosity()
+        fixes: list[Fix] | None = None
+        if kernel and verbosity == "Minimal":
+            from ipydevice.integrations.ipython_display import best_fix, header_bundle
+
+            fix = best_fix(diagnosis)
+            fixes = [fix] if fix is not None else []
+            bundle = None if headed else self.stage("rendering", header_bundle, diagnosis, False)
+        else:
+            bundle = self.stage("rendering", panel_bundle, diagnosis, not kernel, verbosity)
         if bundle is not None:
-            if self.config.widget and getattr(self.shell, "kernel", None) is not None:
-                view = _guarded("widget", self.widget_view, diagnosis)
-                bundle = {**(view or {}), **bundle}
-            _guarded("display", _publish, bundle)
+            self.stage("display", _publish, bundle)
+            if kernel and not (headed and verbosity == "Minimal"):
+                self.show_buttons(diagnosis, fixes)
             if self.config.insert_fix_cell:
-                _guarded("fix cell", self.insert_fix, diagnosis)
+                self.stage("fix cell", self.insert_fix, diagnosis)
         plugins = sys.modules.get("ipydevice.plugins")
         if plugins is not None:  # imported by registering a listener, or nothing to call
-            _guarded("listeners", plugins.notify, diagnosis)
+            self.stage("listeners", plugins.notify, diagnosis)
 
-    def widget_view(self, diagnosis: Diagnosis) -> dict[str, Any]:
-        """The widget's own mime types; its buttons reach the namespace only when clicked."""
-        from ipydevice.render.widget import build_panel, view_bundle
+    def show_buttons(
+        self, diagnosis: Diagnosis, fixes: list[Fix] | None, before: bool = False
+    ) -> None:
+        """The buttons' widget output, when ``IPyDevice.widget`` is on and there are fixes."""
+        if not self.config.widget or not (diagnosis.fixes if fixes is None else fixes):
+            return
+        view = self.stage("widget", self.widget_view, diagnosis, fixes, before=before)
+        if view is not None:
+            self.stage("display", _publish, view, before=before)
+
+    def widget_view(self, diagnosis: Diagnosis, fixes: list[Fix] | None) -> dict[str, Any] | None:
+        """The buttons' widget (None without anywidget); they reach the namespace only
+        when clicked."""
+        from ipydevice.render.widget import available, build_panel, view_bundle
+
+        if not available():
+            return None
 
         shell = self.shell
-        return view_bundle(build_panel(diagnosis, lambda: shell.user_ns, self.insert_code))
+        panel = build_panel(
+            diagnosis, lambda: shell.user_ns, self.insert_code, fixes=fixes, cell_id=self.cell_id
+        )
+        return view_bundle(panel)
 
     def insert_code(self, code: str) -> None:
-        """Queues ``code`` as a new cell below (``set_next_input``)."""
+        """Queues ``code`` as a new cell below the next cell run (``set_next_input``)."""
         self.shell.set_next_input(code, replace=False)
 
     def diagnose(self, exc: BaseException) -> Diagnosis:
-        """:func:`ipydevice.engine.diagnose` against the shell's namespace."""
+        """:func:`ipydevice.diagnosis.engine.diagnose` against the shell's namespace."""
         from ipydevice.diagnosis import engine
 
         return engine.diagnose(exc, namespace=self.shell.user_ns)
@@ -520,15 +468,13 @@ class _Hook:
         from ipydevice.diagnosis import engine
 
         exc = engine.last_exception()
-        if exc is not None and _is_device_error(exc):
+        if exc is not None and is_device_error(exc):
             self.last = _as_usage_error("%devices --last", self.diagnose, exc)
             return self.last
         raise UsageError("%devices --last: no device error to show yet")
 
 
 # -- %devices ------------------------------------------------------------------------------
-
-_ROOT_NAME = re.compile(r"\s*([^\W\d]\w*)")
 
 
 @functools.cache
@@ -577,64 +523,6 @@ class DeviceMagics(Magics):
 
     @line_magic
     def devices(self, line: str = "") -> Any:
-        """::
-
-          %devices [--last] [--check] [-a] [NAME ...]
-
-        Where everything lives: tensors, modules, optimizers and containers by device.
-
-        Lists the namespace grouped by device, with counts and bytes per device,
-        one line per object (a module is one line with its device breakdown), and
-        the problems found: a module split across devices, a tensor attribute
-        .to() will not move, optimizer state away from its parameters, a tensor on
-        another device than the model. Only metadata is read.
-
-        Returns an object: after ``inv = %devices``, ``inv.table()`` is a pandas
-        DataFrame, ``inv.problems`` the findings; ``%devices --last`` returns the
-        last device error's Diagnosis.
-
-        ``%devices --check [NAME ...]`` is the preflight: every audit (split
-        modules, tensor attributes .to() skips, plain module lists, factory calls
-        without device=, optimizer state, dispatched models, DataLoader
-        generators, DataParallel, batches away from the model) on the NAMEs or
-        the whole namespace. It lists the problems with their fixes, or says that
-        none were found; ``c = %devices --check`` keeps the Checkup (falsy when
-        all is well).
-
-        Settings: ``%config IPyDevice.<name> = value``, or ``c.IPyDevice.<name>`` in a
-        config file; ``%config IPyDevice`` shows the values in force.
-
-          panel                 a panel under every device error (default True)
-          widget                in Jupyter, the panel's Apply/Copy/Insert buttons (True)
-          insert_fix_cell       put the best fix into a new cell below (False)
-          warnings              a panel under device warnings too (True)
-          watch                 after each cell, warn when a batch it defined is
-                                on another device than the model (False)
-          max_rows              rows shown in a table before "… N more"
-          max_depth             how deep containers and attributes are followed
-          max_items             items looked at in one container
-          max_objects           objects visited in one scan
-          max_frames            traceback frames walked, innermost first
-          max_modules           submodules walked in one module tree
-          max_fixes             fixes proposed in one diagnosis
-          show_library_frames   also list tensors held only by library frames
-
-        Examples: ``%devices``, ``%devices model opt``, ``%devices model.encoder``,
-        ``%devices --last``, ``%devices --check``, ``%devices --check model batch opt``,
-        ``%config IPyDevice.panel = False``, ``%config IPyDevice.watch = True``.
-
-        positional arguments:
-          NAME       Inspect these objects in depth (a module's device map by
-                     submodule path). Attribute and item paths work: model.encoder,
-                     batch['x'].
-
-        options:
-          --last     Show the diagnosis of the last device error again.
-          --check    Preflight: run every device audit on the NAMEs (or the whole
-                     namespace) and list the problems with their fixes, before
-                     training starts.
-          -a, --all  Also list names starting with an underscore.
-        """
         args = devices_parser().parse_argstring(line)
         if args.check:
             if args.last or args.all:
@@ -647,41 +535,18 @@ class DeviceMagics(Magics):
         return self._inventory(args.names, include_private=args.all)
 
     def _require_names(self, names: list[str]) -> None:
-        namespace = self.shell.user_ns
-        for text in names:
-            root = _ROOT_NAME.match(text)
-            if root is None or root.group(1) not in namespace:
-                raise UsageError(
-                    f"%devices: no variable named {(root.group(1) if root else text)!r}"
-                )
+        try:
+            magics.require_names(self.shell.user_ns, names)
+        except magics.MagicError as problem:
+            raise UsageError(str(problem)) from None
 
     def _check(self, names: list[str]) -> Checkup | None:
-        """``%devices --check``: plain names are checked by name, paths
-        (``model.encoder``, ``batch['x']``) are resolved first."""
-        from ipydevice.audits import checkup as audits
-        from ipydevice.collect.inventory import _parse_path
-        from ipydevice.collect.paths import resolve
-
+        """``%devices --check``: plain names are checked by name, paths are resolved."""
         self._require_names(names)
-        namespace = self.shell.user_ns
-        plain = [n for n in names if n.isidentifier()]
-        objects = []
-        for text in names:
-            if text.isidentifier():
-                continue
-            path = _parse_path(text)
-            try:
-                if path is None:
-                    raise LookupError(text)
-                objects.append(resolve(path, namespace))
-            except LookupError:
-                raise UsageError(f"%devices: {text!r} has no such attribute or item") from None
-
-        def run() -> Checkup:
-            if names:
-                return audits.check(*objects, namespace=namespace, names=plain)
-            return audits.check(namespace=namespace)
-
+        try:
+            run = magics.checkup(self.shell.user_ns, names)
+        except magics.MagicError as problem:
+            raise UsageError(str(problem)) from None
         return _guarded("check", run)
 
     def _inventory(self, names: list[str], include_private: bool) -> Inventory:
@@ -696,6 +561,9 @@ class DeviceMagics(Magics):
         except KeyError as missing:
             name = missing.args[0] if missing.args else "?"
             raise UsageError(f"%devices: {name!r} has no such attribute or item") from None
+
+
+DeviceMagics.devices.__doc__ = magics.DEVICES_HELP
 
 
 # -- load / unload -------------------------------------------------------------------------

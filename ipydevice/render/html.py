@@ -18,15 +18,33 @@ from typing import Any
 from ipydevice.collect.probe import format_bytes
 from ipydevice.model import Diagnosis, Fix, ObjectRecord
 from ipydevice.render.text import (
-    SCOPE_HINTS,
+    HEADER_POINTER,
+    Verbosity,
+    as_verbosity,
+    compact_fix_parts,
+    device_text,
+    explanations,
+    failing_module_label,
+    fix_excerpt,
+    fix_hint,
+    fix_title,
     headline,
     kind_label,
-    ordered_records,
     plural,
-    shares_text,
+    shows_message,
+    table_records,
+    why_text,
 )
 
-__all__ = ["code_block", "header_html", "render_diagnosis_html", "table_html"]
+__all__ = [
+    "Verbosity",
+    "code_block",
+    "header_html",
+    "panel_top_html",
+    "render_diagnosis_html",
+    "render_header_html",
+    "table_html",
+]
 
 ACCENT = "#e8590c"
 ROOT_STYLE = (
@@ -60,36 +78,39 @@ def _inline_code(text: str) -> str:
     return "".join(out)
 
 
-def table_html(records: Sequence[ObjectRecord], culprits: set[str], limit: int) -> str:
-    """The objects as an HTML table, culprits marked, long tables folded."""
+def table_html(
+    records: Sequence[ObjectRecord], culprits: set[str], limit: int, sizes: bool = False
+) -> str:
+    """The objects as an HTML table, culprits marked, long tables folded (``sizes``:
+    each device's bytes for an object on several, as ``%devices`` shows them)."""
     header = "".join(
         f'<th style="{CELL};font-weight:600">{h}</th>'
         for h in ("", "name", "kind", "device", "shape", "dtype", "size", "where")
     )
     shown, rest = list(records[:limit]), list(records[limit:])
-    body = "".join(_row(r, r.name in culprits) for r in shown)
+    body = "".join(_row(r, r.name in culprits, sizes) for r in shown)
     table = f'<table class="ipydevice-table" style="border-collapse:collapse;margin:6px 0"><thead><tr>{header}</tr></thead><tbody>{body}</tbody></table>'
     if rest:
         # Folded rows still cost bytes in the notebook: cap them too.
         folded, hidden = rest[:FOLDED_ROWS], len(rest) - FOLDED_ROWS
-        more = "".join(_row(r, r.name in culprits) for r in folded)
+        more = "".join(_row(r, r.name in culprits, sizes) for r in folded)
         tail = (
             f'<div style="{MUTED}">… {hidden} more (.table() lists all)</div>' if hidden > 0 else ""
         )
         table += (
-            f'<details><summary style="cursor:pointer;{MUTED}">{len(rest)} more objects</summary>'
+            f'<details><summary style="cursor:pointer;{MUTED}">{plural(len(rest), "more object")}</summary>'
             f'<table style="border-collapse:collapse;margin:6px 0"><tbody>{more}</tbody></table>{tail}</details>'
         )
     return table
 
 
-def _row(record: ObjectRecord, is_culprit: bool) -> str:
-    device = record.device if len(record.shares) <= 1 else shares_text(record)
+def _row(record: ObjectRecord, is_culprit: bool, sizes: bool = False) -> str:
+    device = device_text(record, sizes)
     cells = [
         "✗" if is_culprit else "",
         f'<code style="{CODE}">{escape(record.name)}</code>',
         escape(record.kind if record.kind != "module" else f"module ({record.type_name})"),
-        f"<b>{escape(device or '-')}</b>" if is_culprit else escape(device or "-"),
+        f"<b>{escape(device)}</b>" if is_culprit else escape(device),
         escape(record.shape),
         escape(record.dtype),
         escape(format_bytes(record.nbytes)) if record.nbytes else "",
@@ -100,61 +121,127 @@ def _row(record: ObjectRecord, is_culprit: bool) -> str:
     return f"<tr{klass}{style}>" + "".join(f'<td style="{CELL}">{c}</td>' for c in cells) + "</tr>"
 
 
-def fix_html(number: int, fix: Fix) -> str:
-    """One fix: title, scope, location and its code."""
-    hint = SCOPE_HINTS.get(fix.scope, fix.scope)
-    where = f" · {escape(fix.location)}" if fix.location and fix.scope == "source" else ""
-    title = f'<div><b>{number}. {escape(fix.title)}</b> <span style="{MUTED}">({escape(hint)}{where})</span></div>'
+def fix_html(number: int, fix: Fix, numbered: bool = True) -> str:
+    """One fix: what it does, what to do with it, its code."""
+    label = f"{number}. " if numbered else "Fix: "
+    title = (
+        f"<div><b>{escape(label)}{_inline_code(fix_title(fix))}</b>"
+        f' <span style="{MUTED}">({escape(fix_hint(fix))})</span></div>'
+    )
     return f'<div class="ipydevice-fix" data-scope="{escape(fix.scope)}">{title}{code_block(textwrap.dedent(fix.code).rstrip())}</div>'
 
 
-def render_diagnosis_html(d: Diagnosis, limit: int | None = None) -> str:
-    """The full static panel."""
+def fixes_html(fixes: Sequence[Fix]) -> str:
+    """Every fix, numbered when there are several, under "Fix" or "Fixes"."""
+    if not fixes:
+        return ""
+    if len(fixes) == 1:
+        return fix_html(1, fixes[0], numbered=False)
+    return '<div style="font-weight:600;margin-top:6px">Fixes</div>' + "".join(
+        fix_html(i, fix) for i, fix in enumerate(fixes, 1)
+    )
+
+
+def render_diagnosis_html(
+    d: Diagnosis, limit: int | None = None, verbosity: Verbosity = "context"
+) -> str:
+    """The static panel: ``minimal`` is the headline and the best fix, ``context``
+    the panel, ``verbose`` adds every object, the error message and the frames."""
+    verbosity = as_verbosity(verbosity)
     if not d.is_device_error:
         return f'<div class="ipydevice-panel" style="{ROOT_STYLE}">ipydevice: {escape(headline(d))}</div>'
+    if verbosity == "minimal":
+        return _compact_html(d, "ipydevice-panel ipydevice-minimal", "")
     from ipydevice.settings import current
 
-    limit = limit or current().max_rows
-    parts = [header_html(d)]
-    records = ordered_records(d)
+    records = table_records(d, verbosity)
+    limit = len(records) if verbosity == "verbose" else limit or current().max_rows
+    parts = [panel_top_html(d, verbosity)]
     if records:
         parts.append(table_html(records, {f.name for f in d.culprits}, limit))
+    parts.append(fixes_html(d.fixes))
+    parts.extend(f'<div style="{MUTED}">note: {escape(n)}</div>' for n in d.notes)
+    if verbosity == "verbose":
+        parts.append(_frames_html(d))
+    return f'<div class="ipydevice-panel" data-verbosity="{verbosity}" style="{ROOT_STYLE}">{"".join(parts)}</div>'
+
+
+def render_header_html(d: Diagnosis, pointer: str = HEADER_POINTER) -> str:
+    """The compact block shown before a traceback: the headline, the best fix's
+    title and the lines it adds, and ``pointer`` (where the panel is); '' for a
+    non-device error."""
+    if not d.is_device_error:
+        return ""
+    return _compact_html(d, "ipydevice-header", pointer)
+
+
+def _compact_html(d: Diagnosis, klass: str, pointer: str) -> str:
+    parts = [
+        f'<div class="ipydevice-headline" style="font-size:14px"><b>ipydevice</b> · {_inline_code(headline(d))}</div>'
+    ]
     if d.fixes:
-        parts.append('<div style="font-weight:600;margin-top:6px">Fixes</div>')
-        parts.extend(fix_html(i, fix) for i, fix in enumerate(d.fixes, 1))
-    if d.notes:
-        parts.append("".join(f'<div style="{MUTED}">note: {escape(n)}</div>' for n in d.notes))
-    return f'<div class="ipydevice-panel" style="{ROOT_STYLE}">{"".join(parts)}</div>'
+        fix = d.fixes[0]
+        title, hint = compact_fix_parts(fix)
+        parts.append(
+            f'<div style="margin-top:2px">fix: {_inline_code(title)}'
+            + (f' <span style="{MUTED}">({escape(hint)})</span>' if hint else "")
+            + "</div>"
+        )
+        parts.append(code_block("\n".join(fix_excerpt(fix))))
+    if pointer:
+        parts.append(f'<div class="ipydevice-pointer" style="{MUTED}">{escape(pointer)}</div>')
+    style = ROOT_STYLE.replace("padding:8px 12px", "padding:6px 12px")
+    return f'<div class="{klass}" style="{style}">{"".join(parts)}</div>'
 
 
-def header_html(d: Diagnosis) -> str:
-    """Title, headline, message, failing module and findings (panel and widget share it)."""
-    first_line = d.message.splitlines()[0] if d.message else ""
+def panel_top_html(d: Diagnosis, verbosity: Verbosity = "context") -> str:
+    """Title, headline, the failing module when the headline does not name it, and
+    the findings that explain something (the panel and the widget share it)."""
     parts = [
         f'<div style="font-weight:600">ipydevice · {kind_label(d)} <span style="{MUTED};font-weight:400">({escape(d.family or "")})</span></div>',
         f'<div class="ipydevice-headline" style="font-size:14px;margin:4px 0 2px 0">{_inline_code(headline(d))}</div>',
-        f'<div style="{MUTED};{CODE}">{escape(d.exc_type)}: {escape(first_line[:300])}</div>',
     ]
-    if d.failing_module:
+    module = failing_module_label(d)
+    if module:
         parts.append(
-            f'<div style="{MUTED}">failed in <code style="{CODE}">{escape(d.failing_module)}</code></div>'
+            f'<div style="{MUTED}">failed in <code style="{CODE}">{escape(module)}</code></div>'
         )
-    parts.append(_causes_html(d))
+    if d.message and (verbosity == "verbose" or shows_message(d)):
+        message = d.message if verbosity == "verbose" else d.message.splitlines()[0][:300]
+        parts.append(
+            f'<div style="{MUTED};{CODE};white-space:pre-wrap">{escape(d.exc_type)}: {escape(message)}</div>'
+        )
+    parts.append(_causes_html(d, verbosity))
     return "".join(parts)
 
 
-def _causes_html(d: Diagnosis) -> str:
-    culprit_names = {f.name for f in d.culprits}
-    items = [*d.culprits, *(c for c in d.causes if c.name not in culprit_names)]
+#: The name the widget imports.
+header_html = panel_top_html
+
+
+def _causes_html(d: Diagnosis, verbosity: Verbosity = "context") -> str:
+    items = explanations(d, verbosity)
     if not items:
         return ""
     lis = "".join(
-        f'<li><code style="{CODE};font-weight:600">{escape(f.name)}</code> on <b>{escape(f.device)}</b>: {escape(f.why)}'
+        f'<li><code style="{CODE};font-weight:600">{escape(f.name)}</code>: {escape(why_text(f))}'
         + (f' <span style="{MUTED}">[{escape(f.location)}]</span>' if f.location else "")
         + "</li>"
-        for f in items
+        for f, _ in items
     )
     return f'<ul style="margin:6px 0;padding-left:18px">{lis}</ul>'
+
+
+def _frames_html(d: Diagnosis) -> str:
+    if not d.frames:
+        return ""
+    rows = "".join(
+        f'<div style="{CODE}{"" if f.is_user else ";" + MUTED}">{escape(f.filename.rpartition("site-packages/")[2])}:{f.lineno} in {escape(f.function)}'
+        + (f"<br>&nbsp;&nbsp;&nbsp;&nbsp;{escape(f.line.strip())}" if f.line else "")
+        + "</div>"
+        for f in d.frames[-30:]
+    )
+    return f'<details><summary style="cursor:pointer;{MUTED}">Frames (innermost last)</summary>{rows}</details>'
 
 
 def render_inventory_html(inv: Any, limit: int | None = None) -> str:
@@ -163,7 +250,7 @@ def render_inventory_html(inv: Any, limit: int | None = None) -> str:
 
     limit = limit or current().max_rows
     total = sum(t.count for t in inv.totals)
-    title = f"ipydevice · {len(inv.records)} objects" + (
+    title = f"ipydevice · {plural(len(inv.records), 'object')}" + (
         f" ({', '.join(inv.names)})" if inv.names else ""
     )
     chips = " ".join(
@@ -175,7 +262,7 @@ def render_inventory_html(inv: Any, limit: int | None = None) -> str:
     parts = [
         f'<div style="font-weight:600">{escape(title)}, {plural(total, "tensor")} on {plural(len(inv.totals), "device")}</div>',
         f"<div>{chips}</div>",
-        table_html(ordered, {p.name for p in inv.problems}, limit),
+        table_html(ordered, {p.name for p in inv.problems}, limit, sizes=True),
     ]
     if inv.problems:
         lis = "".join(
@@ -183,7 +270,7 @@ def render_inventory_html(inv: Any, limit: int | None = None) -> str:
             for p in inv.problems
         )
         parts.append(
-            f'<div style="font-weight:600;margin-top:6px">Problems</div><ul style="margin:4px 0;padding-left:18px">{lis}</ul>'
+            f'<div style="font-weight:600;margin-top:6px">{"Problem" if len(inv.problems) == 1 else "Problems"}</div><ul style="margin:4px 0;padding-left:18px">{lis}</ul>'
         )
     parts.extend(f'<div style="{MUTED}">note: {escape(n)}</div>' for n in inv.notes)
     return f'<div class="ipydevice-panel ipydevice-inventory" style="{ROOT_STYLE.replace(ACCENT, "#1c7ed6").replace("232,89,12", "28,126,214")}">{"".join(parts)}</div>'
@@ -208,8 +295,6 @@ def render_checkup_html(checkup: Any) -> str:
         f'<div style="font-weight:600">ipydevice · check: {escape(plural(len(checkup.problems), "problem"))}</div>',
         f'<ul style="margin:6px 0;padding-left:18px">{items}</ul>',
     ]
-    if checkup.fixes:
-        parts.append('<div style="font-weight:600;margin-top:6px">Fixes</div>')
-        parts.extend(fix_html(i, fix) for i, fix in enumerate(checkup.fixes, 1))
+    parts.append(fixes_html(checkup.fixes))
     parts.extend(f'<div style="{MUTED}">note: {escape(n)}</div>' for n in checkup.notes)
     return f'<div class="ipydevice-panel ipydevice-check" style="{style}">{"".join(parts)}</div>'

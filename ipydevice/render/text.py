@@ -1,29 +1,97 @@
 """A diagnosis or an inventory as plain text: for terminals, logs and ``text/plain``.
 
-Deterministic, no ANSI codes unless asked, columns fitted to ``width``. Takes model
-objects only; never touches torch or IPython.
+Deterministic, no ANSI codes unless asked, columns fitted to ``width`` in display
+columns (an east-asian wide character takes two, a combining mark none). Takes
+model objects only; never touches torch or IPython.
+
+Each fact is said once: the headline names the culprit and where the rest is, the
+table lists the objects, a fix says what it does. How much is said is the
+``verbosity``: ``minimal`` (the headline and the best fix, a few lines),
+``context`` (the panel) or ``verbose`` (every object, the error message, the
+frames, every fix and note).
 """
 
 from __future__ import annotations
 
+import difflib
+import os
+import re
+import sys
 import textwrap
+import unicodedata
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal, cast, get_args
 
 from ipydevice.collect.probe import format_bytes
-from ipydevice.model import Diagnosis, Finding, ObjectRecord
+from ipydevice.model import Diagnosis, Finding, Fix, ObjectRecord
+from ipydevice.wording import plural
 
-__all__ = ["columns", "headline", "render_diagnosis", "shares_text"]
+__all__ = [
+    "VERBOSITY_LEVELS",
+    "Verbosity",
+    "as_verbosity",
+    "columns",
+    "display_width",
+    "headline",
+    "plural",
+    "render_diagnosis",
+    "render_header",
+    "render_inventory",
+    "shares_text",
+    "use_color",
+]
 
+#: How much a report says: the headline and the best fix; the panel; everything.
+Verbosity = Literal["minimal", "context", "verbose"]
+VERBOSITY_LEVELS: tuple[Verbosity, ...] = get_args(Verbosity)
+
+#: What the user does with a fix of each scope.
 SCOPE_HINTS = {
     "namespace": "run once, then re-run the cell",
-    "cell": "the failed cell, rewritten",
+    "cell": "replace the cell",
     "source": "change the code",
 }
 
+#: The pointer a header printed before a traceback ends with.
+HEADER_POINTER = "details below the traceback"
 
-def _names(findings: Sequence[Finding]) -> str:
-    names = [f"`{f.name}`" for f in findings[:3]]
+_MINIMAL_CODE_LINES = 4
+_MAX_CELL = {1: 32, 3: 24}  # name and device columns, in display columns
+_MAX_FRAMES = 30
+
+
+def as_verbosity(value: object) -> Verbosity:
+    """``value`` as a :data:`Verbosity`, whatever its case (``"Minimal"`` as
+    ``%xmode`` writes it gives ``"minimal"``).
+
+    Raises:
+        ValueError: not one of the three levels.
+    """
+    if isinstance(value, str) and value.lower() in VERBOSITY_LEVELS:
+        return cast(Verbosity, value.lower())
+    raise ValueError(f"verbosity must be one of {', '.join(VERBOSITY_LEVELS)}, not {value!r}")
+
+
+# -- words -------------------------------------------------------------------------------
+
+
+def code_name(name: str) -> str:
+    """```x``` for a name; ```pos`` in PosEnc.forward` for a frame's local."""
+    local, sep, frame = name.partition(" in ")
+    return f"`{local}` in {frame}" if sep and frame and " " not in local else f"`{name}`"
+
+
+def _frame_of(name: str) -> str:
+    local, sep, frame = name.partition(" in ")
+    return frame if sep and " " not in local else ""
+
+
+def _names(findings: Sequence[Finding], frame: str = "") -> str:
+    """Up to three names as code; ``frame``: the function they are all locals of,
+    said once by the caller."""
+    names = [
+        f"`{f.name.partition(' in ')[0]}`" if frame else code_name(f.name) for f in findings[:3]
+    ]
     if len(findings) > 3:
         names.append(f"{len(findings) - 3} more")
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
@@ -34,8 +102,16 @@ def kind_label(d: Diagnosis) -> str:
     return "device warning" if d.kind == "warning" else "device error"
 
 
+def _headline_culprits(d: Diagnosis) -> list[Finding]:
+    return [f for f in d.culprits if f.rule != "optimizer_state"] or list(d.culprits)
+
+
 def headline(d: Diagnosis) -> str:
-    """The one sentence that says who is where and what to do."""
+    """The one sentence that names the culprit, where it is and where the rest is.
+
+    What to do is the best fix's title; a diagnosis with culprits but no fix says
+    it here (``move it to cuda:0``); one without culprits is the family's advice.
+    """
     if not d.is_device_error:
         return f"not a device error ({d.exc_type})"
     if not d.culprits:
@@ -43,18 +119,173 @@ def headline(d: Diagnosis) -> str:
             d.advice
             or f"tensors on {' and '.join(dict.fromkeys(d.devices)) or 'two devices'} met in one operation"
         )
-    culprits = [f for f in d.culprits if f.rule != "optimizer_state"] or list(d.culprits)
-    devices = sorted({f.device for f in culprits})
+    culprits = _headline_culprits(d)
+    devices = ", ".join(sorted({f.device for f in culprits}))
     verb = "is" if len(culprits) == 1 else "are"
-    text = f"{_names(culprits)} {verb} on {', '.join(devices)}"
-    if d.reference and d.reference not in {f.name for f in culprits}:
-        text += f", `{d.reference}` is on {d.target}"
-    pronoun = "it" if len(culprits) == 1 else "them"
-    if d.target != "meta" and all(f.device == "meta" for f in culprits):
-        return (
-            f"{text}: materialise {pronoun} on {d.target} with to_empty (meta tensors hold no data)"
+    # Locals of one function (a script's or a test's): the function said once, at the end.
+    frames = {_frame_of(f.name) for f in culprits} | (
+        {_frame_of(d.reference)} if d.reference else set()
+    )
+    frame = frames.pop() if len(frames) == 1 and len(culprits) + bool(d.reference) > 1 else ""
+    reference = f"`{d.reference.partition(' in ')[0]}`" if frame else code_name(d.reference)
+    text = f"{_names(culprits, frame)} {verb} on {devices}"
+    names = {f.name for f in culprits}
+    if culprits[0].rule == "meta_model" or d.family == "meta_device":
+        text += (
+            f": meta tensors hold no data, .to({d.target!r}) cannot copy them" if d.target else ""
         )
-    return f"{text}: move {pronoun} to {d.target}"
+    elif d.family == "numpy_conversion":
+        text += ": NumPy reads only CPU memory"
+    elif culprits[0].rule == "optimizer_state":
+        text += f", {'its' if len(culprits) == 1 else 'their'} parameters on {d.target}"
+    elif d.reference and d.reference not in names:
+        text += f", {reference} is on {d.target}"
+    elif d.target:
+        text += f", the other tensors on {d.target}"
+    if frame:
+        text += f" (in {frame})"
+    if not d.fixes and d.target:
+        text += f": move {'it' if len(culprits) == 1 else 'them'} to {d.target}"
+    return text
+
+
+def _is_plain_why(f: Finding) -> bool:
+    """The finding says only what the headline, the table and the fix say already."""
+    if f.rule in ("meta_model", "optimizer_state"):
+        return True
+    return bool(
+        re.fullmatch(r"on \S+, but the computation runs on \S+", f.why)
+        or re.fullmatch(r"an? \w+ of its module, on \S+; the computation runs on \S+", f.why)
+    )
+
+
+def why_text(f: Finding) -> str:
+    """A finding's ``why`` without the devices the headline gives."""
+    return re.sub(
+        r"^a plain tensor attribute on \S+: (.*?)(, the model is on \S+)?$",
+        r"a plain tensor attribute: \1",
+        f.why,
+    )
+
+
+def explanations(d: Diagnosis, verbosity: Verbosity = "context") -> list[tuple[Finding, bool]]:
+    """Findings worth a line, with whether each is a culprit: the culprits whose
+    ``why`` explains something (a tensor attribute ``.to()`` never moves), then the
+    causes; every finding at ``verbose``."""
+    culprit_names = {f.name for f in d.culprits}
+    found = [(f, True) for f in d.culprits] + [
+        (c, False) for c in d.causes if c.name not in culprit_names
+    ]
+    if verbosity == "verbose":
+        return found
+    return [(f, is_culprit) for f, is_culprit in found if not is_culprit or not _is_plain_why(f)]
+
+
+def shows_message(d: Diagnosis) -> bool:
+    """The message goes in the report when no traceback shows it (a warning, a
+    log record, an exception given to ``diagnose`` without its traceback)."""
+    return d.kind == "warning" or not d.frames
+
+
+def failing_module_label(d: Diagnosis) -> str:
+    """``model[0] (Linear)`` when the failing module is not already named by the
+    headline (the culprit or the model beside it), else ''."""
+    if not d.failing_module:
+        return ""
+    name = d.failing_module.split(" (")[0]
+    if name == d.reference or name in {f.name for f in d.culprits}:
+        return ""
+    return d.failing_module
+
+
+def fix_title(fix: Fix) -> str:
+    """What the fix does (a move that materialises a meta module says so)."""
+    title = fix.title
+    materialises = (fix.steps and all(s.action == "to_empty" for s in fix.steps)) or (
+        not fix.steps and ".to_empty(" in fix.code and ".to_empty(" not in fix.original
+    )
+    moved = re.fullmatch(r"Move (.+?) to (\S+)(.*)", title, re.DOTALL)
+    if materialises and moved:
+        title = f"Materialise {moved[1]} on {moved[2]} with to_empty{moved[3]}"
+    return title
+
+
+def fix_hint(fix: Fix) -> str:
+    """What to do with the fix, and where (``change the code, file.py:12``)."""
+    hint = SCOPE_HINTS.get(fix.scope, fix.scope)
+    if fix.location and fix.scope == "source":
+        hint += f" at {fix.location}"
+    return hint
+
+
+def fix_excerpt(fix: Fix, limit: int = _MINIMAL_CODE_LINES) -> list[str]:
+    """The lines a fix adds, for the compact views: a rewritten cell's new lines
+    (not the whole cell), at most ``limit`` of them, ``…`` after a cut."""
+    code = textwrap.dedent(fix.code).rstrip("\n").splitlines()
+    if fix.scope == "cell" and fix.original:
+        old = fix.original.rstrip("\n").splitlines()
+        added = [
+            line
+            for tag, _, _, j1, j2 in difflib.SequenceMatcher(a=old, b=code).get_opcodes()
+            if tag in ("insert", "replace")
+            for line in code[j1:j2]
+        ]
+        code = textwrap.dedent("\n".join(added)).splitlines() if added else code
+    code = [line for line in code if line.strip()]
+    return code if len(code) <= limit else [*code[: limit - 1], "…"]
+
+
+def compact_fix_parts(fix: Fix) -> tuple[str, str]:
+    """The best fix in the compact views, where its code is an excerpt, not the
+    cell: what it does (``move features to cuda:0``) and what to do with it, ''
+    when the title says it (``... in the cell, before the line that failed``)."""
+    title = fix_title(fix)
+    if title[:1].isupper() and title[1:2].islower():
+        title = title[0].lower() + title[1:]
+    if fix.scope == "cell":
+        return title, "" if "in the cell" in title else "in the cell"
+    return title, fix_hint(fix)
+
+
+def compact_fix_line(fix: Fix) -> str:
+    """``move x to cuda:0 [run once, then re-run the cell]``: :func:`compact_fix_parts`
+    as one line."""
+    title, hint = compact_fix_parts(fix)
+    return f"{title} [{hint}]" if hint else title
+
+
+# -- layout ------------------------------------------------------------------------------
+
+
+def display_width(text: str) -> int:
+    """Columns ``text`` takes in a terminal: two for east-asian wide and full-width
+    characters, none for combining marks and zero-width characters."""
+    if text.isascii():
+        return len(text)
+    width = 0
+    for char in text:
+        if unicodedata.combining(char) or unicodedata.category(char) in ("Mn", "Me", "Cf"):
+            continue
+        width += 2 if unicodedata.east_asian_width(char) in ("W", "F") else 1
+    return width
+
+
+def _pad(text: str, width: int) -> str:
+    return text + " " * max(width - display_width(text), 0)
+
+
+def _cut(text: str, width: int) -> str:
+    """``text`` cut to ``width`` display columns, ``…`` marking the cut."""
+    if display_width(text) <= width:
+        return text
+    out, used = [], 0
+    for char in text:
+        w = display_width(char)
+        if used + w > width - 1:
+            break
+        out.append(char)
+        used += w
+    return "".join(out) + "…"
 
 
 def _wrap(text: str, width: int, first: str, rest: str) -> list[str]:
@@ -69,39 +300,46 @@ def _wrap(text: str, width: int, first: str, rest: str) -> list[str]:
     )
 
 
-def plural(count: int, noun: str) -> str:
-    """``1 tensor``, ``2 tensors``."""
-    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
-
-
 def shares_text(record: ObjectRecord) -> str:
     """``cuda:0 ×12 (1.2 GB), cpu ×2 (16 B)`` for a module or container."""
     return ", ".join(f"{s.device} ×{s.count} ({format_bytes(s.nbytes)})" for s in record.shares)
 
 
 def columns(rows: Sequence[Sequence[str]], width: int) -> list[str]:
-    """Left-aligned columns; the last column is cut to fit ``width``."""
+    """Left-aligned columns padded by display width; the last column is cut to fit."""
     if not rows:
         return []
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    widths = [max(display_width(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = []
     for row in rows:
-        cells = [cell.ljust(widths[i]) for i, cell in enumerate(row[:-1])]
-        line = "  ".join([*cells, row[-1]]).rstrip()
-        lines.append(line if len(line) <= width else line[: width - 1] + "…")
+        cells = [_pad(cell, widths[i]) for i, cell in enumerate(row[:-1])]
+        lines.append(_cut("  ".join([*cells, row[-1]]).rstrip(), width))
     return lines
 
 
-def record_row(record: ObjectRecord, culprit_names: set[str]) -> list[str]:
+def device_text(record: ObjectRecord, sizes: bool = False) -> str:
+    """``cuda:0``, or ``cuda:0 ×12, cpu ×2`` for an object on several devices (the
+    size column has the total; ``sizes`` adds each device's bytes, for ``%devices``);
+    ``-`` when unknown."""
+    if len(record.shares) > 1:
+        return (
+            shares_text(record)
+            if sizes
+            else ", ".join(f"{s.device} ×{s.count}" for s in record.shares)
+        )
+    return record.device or "-"
+
+
+def record_row(record: ObjectRecord, culprit_names: set[str], sizes: bool = False) -> list[str]:
     """One table row as strings: mark, name, kind, device, shape, dtype, size, where."""
     mark = "✗" if record.name in culprit_names else " "
-    device = record.device if not record.shares or len(record.shares) == 1 else shares_text(record)
+    device = device_text(record, sizes)
     size = format_bytes(record.nbytes) if record.nbytes else ""
     return [
         mark,
         record.name,
         record.kind,
-        device or "-",
+        device,
         record.shape,
         record.dtype,
         size,
@@ -116,76 +354,178 @@ def ordered_records(d: Diagnosis) -> list[ObjectRecord]:
     return first + [r for r in d.records if r.name not in culprit_names]
 
 
+def table_records(d: Diagnosis, verbosity: Verbosity = "context") -> list[ObjectRecord]:
+    """The objects a report lists: none when they would only repeat the headline
+    (every row a culprit) below ``verbose``."""
+    records = ordered_records(d)
+    culprit_names = {f.name for f in d.culprits}
+    if verbosity != "verbose" and all(r.name in culprit_names for r in records):
+        return []
+    return records
+
+
+# -- colour ------------------------------------------------------------------------------
+
+
+def use_color(color: bool | None = None, stream: Any = None) -> bool:
+    """Whether a report gets ANSI colour.
+
+    ``NO_COLOR`` (set and not empty) means never, and wins over everything; an
+    explicit ``False`` (IPython's ``NoColor`` scheme) means never; an explicit
+    ``True`` (a colour scheme) means yes; ``None`` asks the environment:
+    ``FORCE_COLOR`` (set, not empty and not ``0``) means yes even when ``stream``
+    is not a terminal, else colour only when ``stream`` (default stdout) is a TTY.
+    """
+    if os.environ.get("NO_COLOR"):
+        return False
+    if color is not None:
+        return color
+    if os.environ.get("FORCE_COLOR", "") not in ("", "0"):
+        return True
+    try:
+        return bool((stream if stream is not None else sys.stdout).isatty())
+    except Exception:
+        return False
+
+
+class _Style:
+    def __init__(self, on: bool) -> None:
+        self.bold, self.red, self.dim, self.reset = (
+            ("\x1b[1m", "\x1b[31m", "\x1b[2m", "\x1b[0m") if on else ("", "", "", "")
+        )
+
+
+# -- the diagnosis -----------------------------------------------------------------------
+
+
 def render_diagnosis(
-    d: Diagnosis, width: int = 100, max_rows: int | None = None, color: bool = False
+    d: Diagnosis,
+    width: int = 100,
+    max_rows: int | None = None,
+    color: bool | None = False,
+    verbosity: Verbosity = "context",
 ) -> str:
-    """The full text report; ``color`` adds ANSI emphasis (for terminals only)."""
+    """The text report.
+
+    Args:
+        d: the diagnosis.
+        width: the columns to fit.
+        max_rows: object rows shown at ``context`` (default: the ``max_rows``
+            setting); ``verbose`` shows them all.
+        color: ANSI emphasis, decided by :func:`use_color` (``False``, the default,
+            gives plain text; ``None`` asks the environment and stdout).
+        verbosity: ``minimal``, ``context`` or ``verbose`` (see the module doc).
+    """
+    verbosity = as_verbosity(verbosity)
+    style = _Style(use_color(color))
     if not d.is_device_error:
         return f"ipydevice: {headline(d)}"
+    if verbosity == "minimal":
+        return "\n".join(_compact_lines(d, width, style))
     from ipydevice.settings import current
 
-    limit = max_rows or current().max_rows
-    bold, red, reset = ("\x1b[1m", "\x1b[31m", "\x1b[0m") if color else ("", "", "")
-    out = [f"{bold}ipydevice · {kind_label(d)}{reset} ({d.family})"]
-    out += [f"{bold}{red}{line}{reset}" for line in _wrap(headline(d), width, "  ", "    ")]
-    out.append("")
-    first_line = d.message.splitlines()[0] if d.message else ""
-    out += _wrap(f"{d.exc_type}: {first_line}", width, "  ", "    ")[:4]
-    if d.failing_module:
-        out.append(f"  failed in {d.failing_module}")
-    out += _culprit_lines(d, width)
-    out += _table_lines(d, width, limit)
-    out += _fix_lines(d, width)
+    limit = len(d.records) if verbosity == "verbose" else max_rows or current().max_rows
+    s = style
+    out = [f"{s.bold}ipydevice · {kind_label(d)}{s.reset} ({d.family})"]
+    out += [f"{s.bold}{s.red}{line}{s.reset}" for line in _wrap(headline(d), width, "  ", "    ")]
+    module = failing_module_label(d)
+    if module:
+        out += _wrap(f"failed in {module}", width, "  ", "    ")
+    for finding, is_culprit in explanations(d, verbosity):
+        mark = "✗" if is_culprit else "·"
+        where = f"  [{finding.location}]" if finding.location else ""
+        out += _wrap(f"{mark} {finding.name}: {why_text(finding)}{where}", width, "  ", "      ")
+    if d.message and (verbosity == "verbose" or shows_message(d)):
+        lines = 12 if verbosity == "verbose" else 4
+        out += ["", *_wrap(f"{d.exc_type}: {d.message}", width, "  ", "    ")[:lines]]
+    out += _table_lines(d, width, limit, verbosity)
+    out += _fix_lines(d.fixes, width, s)
     if d.notes:
-        out += ["", "  Notes"]
+        out += ["", f"  {'Note' if len(d.notes) == 1 else 'Notes'}"]
         for note in d.notes:
             out += _wrap(note, width, "    - ", "      ")
+    if verbosity == "verbose" and d.frames:
+        out += ["", "  Frames (innermost last)"]
+        for frame in d.frames[-_MAX_FRAMES:]:
+            mark = "›" if frame.is_user else " "
+            out += _wrap(
+                f"{mark} {frame.filename.rpartition('site-packages/')[2]}:{frame.lineno} in {frame.function}",
+                width,
+                "    ",
+                "      ",
+            )
+            if frame.line:
+                out.append(_cut(f"        {frame.line.strip()}", width))
     return "\n".join(out)
 
 
-def _culprit_lines(d: Diagnosis, width: int) -> list[str]:
-    findings = list(d.culprits) + [
-        c for c in d.causes if c.name not in {f.name for f in d.culprits}
-    ]
-    if not findings:
-        return []
-    rows = [
-        [
-            "✗" if f in d.culprits else "·",
-            f.name,
-            f.device,
-            f.why + (f"  [{f.location}]" if f.location else ""),
-        ]
-        for f in findings
-    ]
-    return ["", "  On the wrong device", *("    " + line for line in columns(rows, width - 4))]
+def render_header(
+    d: Diagnosis, width: int = 100, color: bool | None = False, pointer: str = HEADER_POINTER
+) -> str:
+    """The compact block shown before a traceback: the headline, the best fix and
+    ``pointer`` (where the rest of the report is); '' for a non-device error."""
+    if not d.is_device_error:
+        return ""
+    lines = _compact_lines(d, width, _Style(use_color(color)))
+    return "\n".join([*lines, f"  ({pointer})" if pointer else ""]).rstrip("\n")
 
 
-def _table_lines(d: Diagnosis, width: int, limit: int) -> list[str]:
-    records = ordered_records(d)
+def _compact_lines(d: Diagnosis, width: int, s: _Style) -> list[str]:
+    """``minimal``: the headline and the best fix, in about six lines."""
+    first = _wrap(f"ipydevice · {headline(d)}", width, "", "    ")
+    lines = [f"{s.bold}{s.red}{line}{s.reset}" for line in _clip(first, 2, width)]
+    if d.fixes:
+        fix = d.fixes[0]
+        lines += _clip(_wrap(f"fix: {compact_fix_line(fix)}", width, "  ", "    "), 2, width)
+        lines += [_cut(f"      {code}", width) for code in fix_excerpt(fix)]
+    return lines
+
+
+def _clip(lines: list[str], count: int, width: int) -> list[str]:
+    """The first ``count`` lines, the last marked ``…`` when some were left out."""
+    if len(lines) <= count:
+        return lines
+    return [*lines[: count - 1], _cut(lines[count - 1] + " …", width)]
+
+
+def _table_lines(d: Diagnosis, width: int, limit: int, verbosity: Verbosity) -> list[str]:
+    records = table_records(d, verbosity)
     if not records:
         return []
     culprit_names = {f.name for f in d.culprits}
     header = ["", "name", "kind", "device", "shape", "dtype", "size", "where"]
-    rows = [header] + [record_row(r, culprit_names) for r in records[:limit]]
+    rows = [header] + [
+        [_cut(cell, _MAX_CELL.get(i, width)) for i, cell in enumerate(record_row(r, culprit_names))]
+        for r in records[:limit]
+    ]
     lines = ["", "  Objects involved", *("    " + line for line in columns(rows, width - 4))]
     if len(records) > limit:
         lines.append(f"    … {len(records) - limit} more (d.table() lists all)")
     return lines
 
 
-def _fix_lines(d: Diagnosis, width: int = 100) -> list[str]:
-    if not d.fixes:
+def _fix_lines(fixes: Sequence[Fix], width: int = 100, s: _Style | None = None) -> list[str]:
+    """Each fix: its title, what to do with it, its code. Numbered when several."""
+    if not fixes:
         return []
-    lines = ["", "  Fixes"]
-    for number, fix in enumerate(d.fixes, 1):
-        where = f", {fix.location}" if fix.location and fix.scope == "source" else ""
-        title = f"{number}. {fix.title}  [{SCOPE_HINTS.get(fix.scope, fix.scope)}{where}]"
-        lines += _wrap(title, width, "    ", "       ")
+    s = s or _Style(False)
+    lines = [""]
+    if len(fixes) > 1:
+        lines.append("  Fixes")
+    for number, fix in enumerate(fixes, 1):
+        label = f"{number}. " if len(fixes) > 1 else "Fix: "
+        indent = "    " if len(fixes) > 1 else "  "
+        title = f"{label}{fix_title(fix)}  [{fix_hint(fix)}]"
+        lines += [
+            f"{s.bold}{line}{s.reset}" for line in _wrap(title, width, indent, indent + "   ")
+        ]
         lines.extend(
-            "         " + code for code in textwrap.dedent(fix.code).rstrip("\n").splitlines()
+            indent + "     " + code for code in textwrap.dedent(fix.code).rstrip("\n").splitlines()
         )
     return lines
+
+
+# -- the inventory and the check ---------------------------------------------------------
 
 
 def render_inventory(inv: Any, width: int = 100, max_rows: int | None = None) -> str:
@@ -194,14 +534,15 @@ def render_inventory(inv: Any, width: int = 100, max_rows: int | None = None) ->
 
     limit = max_rows or current().max_rows
     total = sum(t.count for t in inv.totals)
-    title = f"ipydevice · {len(inv.records)} objects" + (
+    title = f"ipydevice · {plural(len(inv.records), 'object')}" + (
         f" ({', '.join(inv.names)})" if inv.names else ""
     )
-    out = [f"{title}, {total} tensors on {len(inv.totals)} devices"]
+    out = [f"{title}, {plural(total, 'tensor')} on {plural(len(inv.totals), 'device')}"]
     out += [
         "  " + line
         for line in columns(
-            [[t.device, f"{t.count} tensors", format_bytes(t.nbytes)] for t in inv.totals], width
+            [[t.device, plural(t.count, "tensor"), format_bytes(t.nbytes)] for t in inv.totals],
+            width,
         )
     ]
     problem_names = {p.name for p in inv.problems}
@@ -209,15 +550,18 @@ def render_inventory(inv: Any, width: int = 100, max_rows: int | None = None) ->
     for device, records in inv.by_device().items():
         if shown >= limit:
             break
-        rows = [[*record_row(r, problem_names)[:-1], r.detail] for r in records[: limit - shown]]
+        rows = [
+            [*record_row(r, problem_names, sizes=True)[:-1], r.detail]
+            for r in records[: limit - shown]
+        ]
         shown += len(rows)
         out += ["", f"  {device}", *("    " + line for line in columns(rows, width - 4))]
         if len(records) > len(rows):
             out.append(f"    … {len(records) - len(rows)} more on {device}")
     if len(inv.records) > shown:
-        out.append(f"  … {len(inv.records) - shown} more objects (.table() lists all)")
+        out.append(f"  … {plural(len(inv.records) - shown, 'more object')} (.table() lists all)")
     if inv.problems:
-        out += ["", "  Problems"]
+        out += ["", f"  {'Problem' if len(inv.problems) == 1 else 'Problems'}"]
         for problem in inv.problems:
             out += _wrap(f"✗ {problem.name}: {problem.why}", width, "    ", "        ")
     if inv.notes:
@@ -233,18 +577,6 @@ def render_checkup(checkup: Any, width: int = 100) -> str:
     for problem in checkup.problems:
         where = f"  [{problem.location}]" if problem.location else ""
         out += _wrap(f"✗ {problem.name}: {problem.why}{where}", width, "  ", "      ")
-    if checkup.fixes:
-        out += ["", "  Fixes"]
-        for number, fix in enumerate(checkup.fixes, 1):
-            where = f", {fix.location}" if fix.location and fix.scope == "source" else ""
-            out += _wrap(
-                f"{number}. {fix.title}  [{SCOPE_HINTS.get(fix.scope, fix.scope)}{where}]",
-                width,
-                "    ",
-                "       ",
-            )
-            out.extend(
-                "         " + code for code in textwrap.dedent(fix.code).rstrip("\n").splitlines()
-            )
+    out += _fix_lines(checkup.fixes, width)
     out += [f"  note: {n}" for n in checkup.notes]
     return "\n".join(out)

@@ -1,284 +1,326 @@
-"""The error panel as an ipywidgets widget, with Apply, Copy and Insert buttons.
+"""The panel's buttons: Apply, Copy and Insert for each fix, as one small anywidget.
+
+The panel's words (headline, culprits, objects, fixes' code) are a plain
+``display_data`` output (``text/html`` and ``text/plain``) that every viewer and
+exporter keeps; this widget is a second output beside it holding the buttons
+only, so a viewer without a widget manager (nbconvert's default HTML export,
+nbviewer, GitHub) loses nothing but the buttons.
 
 Built from a :class:`~ipydevice.model.Diagnosis` (strings only) and a callable that
 returns the user's namespace *at click time*, so the widget keeps no tensor alive.
-Apply performs a fix with :meth:`Fix.apply` (moves by reference, never runs code)
-and reports what it did or why it could not in the status line; an exception in
-a callback is shown in the widget, never lost. Copy is a small anywidget button
-that writes the snippet to the clipboard. Insert queues the snippet as a new cell
-through IPython's ``set_next_input``: Jupyter only inserts cells while a cell
-runs, so the status says it appears when the next cell runs.
 
-Stable CSS classes for users and tests: ``ipydevice-panel`` (root),
-``ipydevice-fix`` (a fix's title and code), ``ipydevice-apply`` (Apply buttons),
-``ipydevice-copy``, ``ipydevice-insert``, ``ipydevice-details`` (every object,
-folded) and ``ipydevice-status`` (the line that reports what a click did).
+* **Apply** sends a message to the kernel, which performs the fix with
+  :meth:`Fix.apply` (moves by reference, never runs code) and reports what it did,
+  or why it could not, in the status line; an exception in a callback is shown in
+  the widget, never lost.
+* **Copy** writes the snippet to the clipboard in the browser.
+* **Insert** adds the snippet as a new code cell directly below the failed cell, in
+  the browser, through the notebook model of the widget manager's document
+  context (JupyterLab 4 and Notebook 7 share that manager); the failed cell is
+  found by the ``cellId`` that the front end sent with its execute request. Where
+  a front end has no such model (or the cell is gone), the kernel queues the code
+  with ``set_next_input`` and the status line says where it will appear.
 
-ipywidgets (and anywidget) are imported here only, when a panel is built.
+One widget (one comm) per panel, whatever the number of fixes. Stable CSS classes
+for users and tests: ``ipydevice-actions`` (root), ``ipydevice-apply``,
+``ipydevice-copy``, ``ipydevice-insert`` and ``ipydevice-status``.
+
+anywidget (and ipywidgets under it) is imported here only, when a panel is built.
 """
 
 from __future__ import annotations
 
-import html
 import textwrap
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ipydevice.model import Diagnosis, Fix
-from ipydevice.render.html import ACCENT, ROOT_STYLE, code_block, header_html, table_html
-from ipydevice.render.text import SCOPE_HINTS, ordered_records
 
-__all__ = ["build_panel", "panel_bundle", "view_bundle"]
+__all__ = ["available", "build_panel", "click", "insertable", "view_bundle"]
 
 Namespace = Callable[[], Mapping[str, Any]]
 
-_COPY_ESM = """
-function render({ model, el }) {
+_ESM = """
+const BUTTON = "jupyter-button widget-button";
+
+function makeButton(label, className, tooltip) {
   const button = document.createElement("button");
-  button.className = "ipydevice-copy jupyter-button widget-button";
-  // Line up with the ipywidgets buttons beside it (same margin, height, width).
-  el.style.margin = "var(--jp-widgets-margin, 2px)";
-  button.style.margin = "0";
-  button.style.height = "var(--jp-widgets-inline-height, 28px)";
-  button.style.width = "var(--jp-widgets-inline-width-short, 148px)";
-  button.textContent = "Copy";
-  button.title = "Copy this code to the clipboard";
-  button.onclick = async () => {
-    const text = model.get("text");
-    try {
-      await navigator.clipboard.writeText(text);
-    } catch (error) {
-      const area = document.createElement("textarea");
-      area.value = text;
-      document.body.appendChild(area);
-      area.select();
-      document.execCommand("copy");
-      area.remove();
+  button.className = `${BUTTON} ${className}`;
+  button.textContent = label;
+  button.title = tooltip;
+  // The same box for every button, so they line up whatever the theme's CSS says.
+  Object.assign(button.style, {
+    margin: "0", height: "var(--jp-widgets-inline-height, 28px)", minWidth: "72px",
+    width: "auto", padding: "0 14px", lineHeight: "normal", boxSizing: "border-box",
+    verticalAlign: "middle",
+  });
+  return button;
+}
+
+async function copyText(text) {
+  try {
+    await navigator.clipboard.writeText(text);
+  } catch (error) {
+    const area = document.createElement("textarea");
+    area.value = text;
+    document.body.appendChild(area);
+    area.select();
+    document.execCommand("copy");
+    area.remove();
+  }
+}
+
+// The notebook model of the document this widget's manager serves: JupyterLab 4 and
+// Notebook 7 (@jupyter-widgets/jupyterlab-manager) have one, other front ends may not.
+function notebookOf(model) {
+  try {
+    const manager = model.widget_manager;
+    const shared = manager && manager.context && manager.context.model
+      && manager.context.model.sharedModel;
+    return shared && typeof shared.insertCell === "function" ? shared : null;
+  } catch (error) {
+    return null;
+  }
+}
+
+function insertBelow(model, code) {
+  const cellId = model.get("cell_id");
+  const notebook = notebookOf(model);
+  if (!notebook || !cellId) return false;
+  const index = notebook.cells.findIndex((cell) => cell.id === cellId);
+  if (index < 0) return false;
+  notebook.insertCell(index + 1, { cell_type: "code", source: code, metadata: {} });
+  return true;
+}
+
+function render({ model, el }) {
+  el.classList.add("ipydevice-actions");
+  // The foot of the panel above it: the same edge and tint.
+  const box = document.createElement("div");
+  Object.assign(box.style, {
+    borderLeft: "4px solid #e8590c", background: "rgba(232,89,12,0.07)",
+    borderRadius: "0 4px 4px 0", padding: "2px 12px 8px 12px", margin: "0 0 6px 0",
+    fontFamily: "var(--jp-ui-font-family, system-ui, sans-serif)", fontSize: "13px",
+  });
+  el.appendChild(box);
+  const fixes = model.get("fixes");
+  const anyApply = fixes.some((fix) => fix.apply);
+  for (const [index, fix] of fixes.entries()) {
+    const row = document.createElement("div");
+    row.className = "ipydevice-actions-row";
+    Object.assign(row.style, { display: "flex", alignItems: "center", gap: "6px", margin: "4px 0 0 0" });
+    if (fixes.length > 1 || model.get("labelled")) {
+      const label = document.createElement("span");
+      label.textContent = fix.label;
+      Object.assign(label.style, { minWidth: "3.5em", fontWeight: "600" });
+      row.appendChild(label);
     }
-    button.textContent = "Copied";
-    model.set("copies", model.get("copies") + 1);
-    model.save_changes();
-    setTimeout(() => { button.textContent = "Copy"; }, 1500);
+    if (fix.apply) {
+      const apply = makeButton("Apply", "ipydevice-apply mod-warning",
+        "Move the live objects now, then re-run the cell");
+      apply.onclick = () => model.send({ action: "apply", index });
+      row.appendChild(apply);
+    } else if (anyApply) {  // keep Copy and Insert in the same columns on every row
+      const gap = makeButton("Apply", "", "");
+      gap.style.visibility = "hidden";
+      gap.setAttribute("aria-hidden", "true");
+      row.appendChild(gap);
+    }
+    const copy = makeButton("Copy", "ipydevice-copy", "Copy this code to the clipboard");
+    copy.onclick = async () => {
+      await copyText(fix.code);
+      copy.textContent = "Copied";
+      model.send({ action: "copied", index });
+      setTimeout(() => { copy.textContent = "Copy"; }, 1500);
+    };
+    row.appendChild(copy);
+    if (fix.insert) {
+      const insert = makeButton("Insert", "ipydevice-insert",
+        "Add this code as a new cell below the failed cell");
+      insert.onclick = () => {
+        let done = false;
+        try { done = insertBelow(model, fix.code); } catch (error) { done = false; }
+        model.send({ action: done ? "inserted" : "insert", index });
+      };
+      row.appendChild(insert);
+    }
+    box.appendChild(row);
+  }
+  const status = document.createElement("div");
+  status.className = "ipydevice-status";
+  status.style.marginTop = "6px";
+  const paint = () => {
+    const text = model.get("status");
+    status.textContent = "";
+    status.style.display = text ? "block" : "none";
+    if (!text) return;
+    const mark = document.createElement("span");
+    const ok = model.get("status_ok");
+    mark.textContent = ok ? "✔ " : "✘ ";
+    mark.style.color = ok ? "#2f9e44" : "#e03131";
+    status.append(mark, text);
   };
-  el.appendChild(button);
+  paint();
+  model.on("change:status", paint);
+  model.on("change:status_ok", paint);
+  box.appendChild(status);
 }
 export default { render };
 """
 
+#: The widget class, made once per anywidget module (making a widget class costs
+#: more than building a panel).
+_CLASS: dict[int, tuple[Any, type]] = {}
 
-#: The Copy button's class, made once per anywidget module (making a widget class
-#: costs more than a panel's other widgets together).
-_COPY_CLASS: dict[int, tuple[Any, type]] = {}
 
+def _actions_class() -> type:
+    import anywidget
 
-def _copy_button(code: str, layout: Any = None) -> Any:
-    """A Copy button, or None when anywidget is not installed."""
-    try:
-        import anywidget
-    except ImportError:
-        return None
-    made = _COPY_CLASS.get(id(anywidget))
+    made = _CLASS.get(id(anywidget))
     if made is None or made[0] is not anywidget:
-        made = (anywidget, _copy_class(anywidget))
-        _COPY_CLASS.clear()
-        _COPY_CLASS[id(anywidget)] = made
-    return made[1](text=code) if layout is None else made[1](text=code, layout=layout)
+        made = (anywidget, _make_class(anywidget))
+        _CLASS.clear()
+        _CLASS[id(anywidget)] = made
+    return made[1]
 
 
-def _copy_class(anywidget: Any) -> type:
+def _make_class(anywidget: Any) -> type:
     import traitlets
 
-    class CopyButton(anywidget.AnyWidget):
-        """Copies ``text`` to the clipboard; ``copies`` counts the clicks."""
+    class FixActions(anywidget.AnyWidget):
+        """Apply, Copy and Insert for each fix; ``status`` is the line under them."""
 
         # anywidget's own traits, declared on the class: AnyWidget.__init__ would
         # otherwise add them to every instance, each time deriving a new class.
-        _esm = traitlets.Unicode(_COPY_ESM).tag(sync=True)
-        _anywidget_id = traitlets.Unicode("ipydevice.widget.CopyButton").tag(sync=True)
-        text = traitlets.Unicode("").tag(sync=True)
-        copies = traitlets.Int(0).tag(sync=True)
+        _esm = traitlets.Unicode(_ESM).tag(sync=True)
+        _anywidget_id = traitlets.Unicode("ipydevice.render.widget.FixActions").tag(sync=True)
+        fixes = traitlets.List(traitlets.Dict()).tag(sync=True)
+        labelled = traitlets.Bool(False).tag(sync=True)
+        cell_id = traitlets.Unicode("").tag(sync=True)
+        status = traitlets.Unicode("").tag(sync=True)
+        status_ok = traitlets.Bool(True).tag(sync=True)
+        copies = traitlets.Int(0)
 
         def add_traits(self, **traits: Any) -> None:
             missing = {name: t for name, t in traits.items() if not self.has_trait(name)}
             if missing:  # a trait this class does not declare: anywidget's way
                 super().add_traits(**missing)
 
-    return CopyButton
+        def say(self, message: str, ok: bool = True) -> None:
+            with self.hold_sync():
+                self.status_ok = ok
+                self.status = message
+
+    return FixActions
+
+
+def available() -> bool:
+    """Whether the buttons can be built (anywidget importable); without it the panel
+    is its static output alone."""
+    try:
+        import anywidget  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def insertable(fix: Fix) -> bool:
+    """A fix whose code makes sense as a new cell (not a change to a source file)."""
+    return fix.scope in ("namespace", "cell") and bool(fix.code)
 
 
 def build_panel(
     diagnosis: Diagnosis,
     namespace: Namespace | None = None,
     insert: Callable[[str], None] | None = None,
+    *,
+    fixes: Sequence[Fix] | None = None,
+    cell_id: str = "",
+    labelled: bool = False,
 ) -> Any:
-    """The panel widget for ``diagnosis``.
+    """The buttons for ``diagnosis``' fixes (or for ``fixes``, a selection of them).
 
     Args:
-        diagnosis: what to show.
+        diagnosis: what the buttons act on.
         namespace: returns the live namespace when Apply is clicked; without it
             there are no Apply buttons.
-        insert: queues code as a new cell (``shell.set_next_input``); without it
-            there are no Insert buttons.
+        insert: queues code as a new cell below the next cell run
+            (``shell.set_next_input``), for front ends that cannot insert it below
+            the failed cell; without it there are no Insert buttons.
+        fixes: the fixes to give buttons to (default: all of them).
+        cell_id: the failed cell's id, as the front end sent it.
+        labelled: label the row with the fix's number even when there is one.
     """
-    kit = _Kit()
-    w = kit.w
-    status = kit.html("")
-    status.add_class("ipydevice-status")
-    say = _reporter(status)
-    children: list[Any] = [kit.html(_header_html(diagnosis))]
-    for number, fix in enumerate(diagnosis.fixes, 1):
-        children.extend(_fix_widgets(kit, number, fix, namespace, insert, say))
-    more = _details(kit, diagnosis)
-    if more is not None:
-        children.append(more)
-    children.append(status)
-    root = w.VBox(
-        children,
-        layout=w.Layout(padding="8px 12px", margin="6px 0", border_left=f"4px solid {ACCENT}"),
-    )
-    root.add_class("ipydevice-panel")
-    return root
+    chosen = list(diagnosis.fixes if fixes is None else fixes)
+    numbers = {id(fix): number for number, fix in enumerate(diagnosis.fixes, 1)}
+    rows = [
+        {
+            "label": f"Fix {numbers.get(id(fix), index + 1)}",
+            "code": textwrap.dedent(fix.code).rstrip(),
+            "apply": fix.can_apply and namespace is not None,
+            "insert": insert is not None and insertable(fix),
+        }
+        for index, fix in enumerate(chosen)
+    ]
+    actions = _actions_class()(fixes=rows, cell_id=cell_id, labelled=labelled)
+    actions.on_msg(_handler(actions, chosen, rows, namespace, insert))
+    return actions
 
 
 def view_bundle(panel: Any) -> dict[str, Any]:
-    """The widget's display data: a reference to its model.
+    """The widget's display data: a reference to its model, and an empty text.
 
     What ``Widget._repr_mimebundle_`` returns, without the plain-text ``repr`` of
-    every child widget (and their HTML) that it builds only to cut it at 110
-    characters; the panel's own text and HTML go beside it.
+    the widget that it builds only to cut it at 110 characters: a front end without
+    widgets shows nothing for the buttons (the panel's words are their own output).
     """
     return {
         "application/vnd.jupyter.widget-view+json": {
             "version_major": 2,
             "version_minor": 0,
             "model_id": panel.model_id,
-        }
+        },
+        "text/plain": "",
     }
 
 
-class _Kit:
-    """Makes one panel's widgets, sharing their empty layout and style models.
-
-    Every widget is a model with its own comm, and a DOM widget brings a Layout
-    and a style model of its own: sharing the unstyled ones (a model may have many
-    views) makes a panel about half as many comms.
-    """
-
-    def __init__(self) -> None:
-        import ipywidgets as w
-
-        self.w = w
-        self.layout = w.Layout()
-        # The style classes are not all exported: the first widget's is shared.
-        self.style: Any = None
-        self.button_style: Any = None
-
-    def html(self, value: str, layout: Any = None) -> Any:
-        layout = layout or self.layout
-        if self.style is None:
-            made = self.w.HTML(value=value, layout=layout)
-            self.style = made.style
-            return made
-        return self.w.HTML(value=value, layout=layout, style=self.style)
-
-    def button(self, **traits: Any) -> Any:
-        if self.button_style is None:
-            made = self.w.Button(layout=self.layout, **traits)
-            self.button_style = made.style
-            return made
-        return self.w.Button(layout=self.layout, style=self.button_style, **traits)
-
-
-def _reporter(status: Any) -> Callable[[str, bool], None]:
-    def say(message: str, ok: bool = True) -> None:
-        colour = "#2f9e44" if ok else "#e03131"
-        mark = f'<span style="color:{colour}">{"✔" if ok else "✘"}</span>'
-        status.value = f'<div style="margin-top:4px">{mark} {html.escape(message)}</div>'
-
-    return say
-
-
-def _header_html(d: Diagnosis) -> str:
-    """The static header plus the culprits' rows (the rest is folded below)."""
-    culprits = {f.name for f in d.culprits}
-    rows = [r for r in ordered_records(d) if r.name in culprits] or ordered_records(d)[:3]
-    table = table_html(rows, culprits, len(rows)) if rows else ""
-    return f'<div style="{ROOT_STYLE.split(";border-left")[0]}">{header_html(d)}{table}</div>'
-
-
-def _details(kit: _Kit, d: Diagnosis) -> Any:
-    """Every object of the snapshot, folded (an HTML ``<details>``: one widget, not
-    an Accordion of four)."""
-    records = ordered_records(d)
-    if len(records) <= len(d.culprits):
-        return None
-    table = table_html(records, {f.name for f in d.culprits}, len(records))
-    notes = "".join(f'<div style="opacity:0.75">note: {html.escape(n)}</div>' for n in d.notes)
-    body = (
-        f'<details><summary style="cursor:pointer;font-weight:600">'
-        f"All {len(records)} objects involved</summary>"
-        f'<div style="overflow-x:auto;max-width:100%">{table}</div>{notes}</details>'
-    )
-    box = kit.html(body)
-    box.add_class("ipydevice-details")
-    return box
-
-
-def _fix_widgets(
-    kit: _Kit,
-    number: int,
-    fix: Fix,
+def _handler(
+    actions: Any,
+    fixes: list[Fix],
+    rows: list[dict[str, Any]],
     namespace: Namespace | None,
     insert: Callable[[str], None] | None,
-    say: Callable[[str, bool], None],
-) -> list[Any]:
-    """A fix's title and code (one HTML widget, class ``ipydevice-fix``) and its
-    buttons, laid out in the panel's own column: each widget costs a comm, so a
-    fix has no box of its own."""
-    hint = SCOPE_HINTS.get(fix.scope, fix.scope)
-    where = f" · {html.escape(fix.location)}" if fix.location and fix.scope == "source" else ""
-    title = f'<b>{number}. {html.escape(fix.title)}</b> <span style="opacity:0.75">({html.escape(hint)}{where})</span>'
-    code = textwrap.dedent(fix.code).rstrip()
-    buttons = []
-    if fix.can_apply and namespace is not None:
-        apply = kit.button(
-            description="Apply",
-            button_style="warning",
-            tooltip="Move the live objects now, then re-run the cell",
-            icon="check",
-        )
-        apply.add_class("ipydevice-apply")
-        apply.on_click(_guarded(lambda _: _apply(fix, namespace, say), say))
-        buttons.append(apply)
-    copy = _copy_button(code, kit.layout)
-    if copy is not None:
-        buttons.append(copy)
-    if insert is not None and fix.scope in ("namespace", "cell"):
-        add = kit.button(description="Insert", tooltip="Add this code as a new cell", icon="plus")
-        add.add_class("ipydevice-insert")
-        add.on_click(_guarded(lambda _: _insert(code, insert, say), say))
-        buttons.append(add)
-    text = kit.html(f'<div style="margin-top:6px">{title}</div>{code_block(code)}')
-    text.add_class("ipydevice-fix")
-    return [text, kit.w.HBox(buttons, layout=kit.layout)]
+) -> Callable[[Any, Any, Any], None]:
+    """The kernel side of a click: ``{"action": ..., "index": n}`` from the browser."""
 
-
-def _guarded(
-    callback: Callable[[Any], None], say: Callable[[str, bool], None]
-) -> Callable[[Any], None]:
-    """Errors in a click show in the status line instead of vanishing."""
-
-    def run(button: Any) -> None:
+    def on_msg(widget: Any, content: Any, buffers: Any) -> None:
         try:
-            callback(button)
+            action = content.get("action") if isinstance(content, dict) else None
+            index = content.get("index") if isinstance(content, dict) else None
+            if not isinstance(index, int) or not 0 <= index < len(fixes):
+                return
+            fix, code = fixes[index], rows[index]["code"]
+            if action == "apply" and namespace is not None and fix.can_apply:
+                _apply(fix, namespace, actions.say)
+            elif action == "copied":
+                actions.copies += 1
+                actions.say("copied to the clipboard")
+            elif action == "inserted":
+                actions.say("added as a new cell below the failed cell: run it, then re-run")
+            elif action == "insert" and insert is not None:
+                insert(code)
+                actions.say(
+                    "this front end cannot add cells from a widget: the fix appears as a new "
+                    "cell below the next cell you run (or Copy it)"
+                )
         except Exception as exc:
             try:
                 detail = str(exc)
             except Exception:  # an exception whose message cannot be read
                 detail = "?"
-            say(f"ipydevice could not do that: {type(exc).__name__}: {detail}", False)
+            actions.say(f"ipydevice could not do that: {type(exc).__name__}: {detail}", False)
 
-    return run
+    return on_msg
 
 
 def _apply(fix: Fix, namespace: Namespace, say: Callable[[str, bool], None]) -> None:
@@ -289,21 +331,6 @@ def _apply(fix: Fix, namespace: Namespace, say: Callable[[str, bool], None]) -> 
         say(result.message, False)
 
 
-def _insert(code: str, insert: Callable[[str], None], say: Callable[[str, bool], None]) -> None:
-    insert(code)
-    say("queued: Jupyter adds the fix as a new cell when the next cell runs (or copy it)", True)
-
-
-def panel_bundle(
-    diagnosis: Diagnosis,
-    namespace: Namespace | None = None,
-    insert: Callable[[str], None] | None = None,
-    widget: bool = True,
-) -> dict[str, Any]:
-    """One display output: the widget view (when ``widget``), static HTML and text."""
-    bundle: dict[str, Any] = {}
-    if widget:
-        bundle.update(view_bundle(build_panel(diagnosis, namespace, insert)))
-    bundle["text/plain"] = str(diagnosis)
-    bundle["text/html"] = diagnosis._repr_html_()
-    return bundle
+def click(panel: Any, action: str, index: int = 0) -> None:
+    """What a click in the browser sends, sent from Python (for tests and tools)."""
+    panel._handle_custom_msg({"action": action, "index": index}, [])

@@ -206,19 +206,44 @@ def set_lab_theme(page: Any, theme: str) -> None:
 
 
 def screenshot_around(
-    page: Any, element: Any, path: Path, above: int = 150, pad: int = 12, block: str = "center"
+    page: Any,
+    element: Any,
+    path: Path,
+    above: int = 150,
+    pad: int = 12,
+    block: str = "center",
+    below: Any = None,
+    after: int = 0,
 ) -> None:
-    """A screenshot of ``element`` plus up to ``above`` pixels of the notebook above it.
+    """A screenshot of ``element`` plus up to ``above`` pixels of the notebook above it,
+    down to the bottom of ``below`` (another element, such as the buttons under the panel)
+    and ``after`` pixels more.
 
     The element is scrolled into view first (``block`` as in ``scrollIntoView``: Notebook 7
     puts long outputs in their own scroll box, where "start" shows the panel's top); the
     clip never reaches above the notebook's scroll area (no menu or toolbar in the picture).
     """
     element.evaluate("(e, block) => e.scrollIntoView({block})", block)
+    if block == "start" and above:
+        # Show what is above too: scroll the notebook back by ``above`` pixels.
+        element.evaluate(
+            """(e, above) => {
+                let box = e.parentElement;
+                while (box && box.scrollHeight <= box.clientHeight) box = box.parentElement;
+                if (box) box.scrollTop -= above;
+            }""",
+            above,
+        )
     page.mouse.move(0, 0)  # no hover highlight on a button
-    page.wait_for_timeout(150)
+    page.wait_for_timeout(200)
     box = element.bounding_box()
-    area = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook").first.bounding_box()
+    bottom = box["y"] + box["height"]
+    if below is not None:
+        extra = below.bounding_box()
+        if extra:
+            bottom = max(bottom, extra["y"] + extra["height"])
+    notebook = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook").first
+    area = notebook.bounding_box() if notebook.count() else None  # an exported page has none
     viewport = page.viewport_size
     top = max(area["y"] if area else 0, box["y"] - above)
     left = max(0, box["x"] - pad - 60)
@@ -226,7 +251,7 @@ def screenshot_around(
         "x": left,
         "y": top,
         "width": min(viewport["width"] - left, box["width"] + 2 * pad + 60),
-        "height": min(viewport["height"] - top, box["y"] - top + box["height"] + pad),
+        "height": min(viewport["height"] - top, bottom - top + pad + after),
     }
     path.parent.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(path), clip=clip)

@@ -2,7 +2,7 @@
 # Runs the browser tests (JupyterLab 4 + Notebook 7 in headless Chromium).
 #
 #   tests/browser/run.sh            install what is missing, run, screenshots in artifacts/browser/
-#   tests/browser/run.sh --docs     the same, then copy panel-light.png and panel-dark.png to docs/
+#   tests/browser/run.sh --docs     the same, then copy the screenshots the README shows to docs/
 #   tests/browser/run.sh --no-install   skip scripts/install-browser.sh
 #
 # Extra arguments go to pytest. Needs .venv (make install).
@@ -18,11 +18,11 @@ for a in "$@"; do
 done
 [ "$install" = 1 ] && scripts/install-browser.sh
 export IPYDEVICE_SCREENSHOTS="${IPYDEVICE_SCREENSHOTS:-$PWD/artifacts/browser}"
-rm -f "$IPYDEVICE_SCREENSHOTS"/panel-*.png
+rm -f "$IPYDEVICE_SCREENSHOTS"/*.png
 IPYDEVICE_DEBUG=1 .venv/bin/python -m pytest -m browser tests/test_browser.py -p no:cacheprovider \
     --durations=5 "${args[@]+"${args[@]}"}"
 if [ "$docs" = 1 ]; then
     mkdir -p docs
-    cp "$IPYDEVICE_SCREENSHOTS/panel-light.png" "$IPYDEVICE_SCREENSHOTS/panel-dark.png" docs/
-    echo "run.sh: docs/panel-light.png and docs/panel-dark.png updated"
+    for shot in first-screen panel-light panel-dark panel-minimal; do cp "$IPYDEVICE_SCREENSHOTS/$shot.png" docs/; done
+    echo "run.sh: docs/first-screen.png, panel-light.png, panel-dark.png and panel-minimal.png updated"
 fi

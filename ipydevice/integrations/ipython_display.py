@@ -1,0 +1,235 @@
+"""What the IPython integration displays, as mime bundles: no IPython imported here.
+
+:mod:`ipydevice.integrations.ipython` (the only module that imports IPython) decides *when* to
+show something; this module decides *what*:
+
+* :func:`header_bundle`: the compact header a Jupyter kernel shows *before* a device
+  error's traceback: the headline, the best fix and a pointer to the full panel
+  under the traceback, so that both are on the first screen however long the
+  traceback is;
+* :func:`panel_bundle`: the full panel, at a verbosity, shown after the traceback;
+* :func:`watch_bundle`: watch mode's one short warning;
+* :func:`cell_bound_names`, and the helpers that keep and restore the settings.
+
+Every bundle is ``text/plain`` plus escaped ``text/html``: what nbconvert, nbviewer
+and GitHub keep. The buttons are a separate widget output (:mod:`ipydevice.render.widget`).
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import re
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from ipydevice._debug import debug_enabled, describe_failure
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ipydevice.audits.checkup import Checkup
+    from ipydevice.model import Diagnosis, Fix
+    from ipydevice.settings import Settings
+
+__all__ = [
+    "best_fix",
+    "cell_bound_names",
+    "cell_exception",
+    "guarded",
+    "header_bundle",
+    "is_device_error",
+    "panel_bundle",
+    "watch_bundle",
+    "watch_checkup",
+]
+
+_T = TypeVar("_T")
+
+
+def guarded(stage: str, func: Callable[..., _T], *args: Any) -> _T | None:
+    """Runs one stage; a failure becomes one line on stderr (or is raised when debugging)."""
+    try:
+        return func(*args)
+    except Exception as failure:
+        if debug_enabled():
+            raise
+        print(describe_failure(stage, failure), file=sys.stderr)
+        return None
+    except KeyboardInterrupt:
+        # Ctrl-C while ipydevice works: the user's traceback is out already. Letting
+        # it through would print ipydevice's traceback and make it sys.last_value.
+        print(f"ipydevice: {stage} interrupted", file=sys.stderr)
+        return None
+
+
+# -- settings ------------------------------------------------------------------------------
+
+
+def settings_in_force() -> Settings | None:
+    """The settings in force; ``None`` while :mod:`ipydevice.settings` is not imported
+    (nothing can have changed them, so the defaults are in force). Loading does not
+    import it: creating its dataclass would cost ``%load_ext`` a millisecond."""
+    module = sys.modules.get("ipydevice.settings")
+    return None if module is None else module.current()
+
+
+def restore_settings(saved: Settings | None) -> None:
+    """Puts back the settings :func:`settings_in_force` returned."""
+    module = sys.modules.get("ipydevice.settings")
+    if module is None:  # never imported: the defaults are still in force
+        return
+    if saved is None:
+        saved = module.Settings()
+    module.configure(**{f.name: getattr(saved, f.name) for f in dataclasses.fields(saved)})
+
+
+# -- the cell's exception -----------------------------------------------------------------
+
+
+def is_device_error(exc: BaseException) -> bool:
+    """The cheap pre-filter: a regex over the message chain, no torch needed."""
+    from ipydevice.diagnosis import engine
+
+    return engine.recognise_exception(exc)[1].is_device_error
+
+
+def cell_exception(result: Any, shown_before: int) -> BaseException | None:
+    """The exception a cell raised (``result.error_in_exec``) or, failing that, one it showed.
+
+    ``%run script.py`` and other magics catch the script's exception and show it
+    themselves, so ``error_in_exec`` stays empty; ``sys.last_value`` then holds a new
+    exception. Only ids are compared (``shown_before``: the id of ``sys.last_value``
+    when the cell started): holding the previous exception would keep its frames (and
+    tensors) alive while the user frees them.
+    """
+    exc = getattr(result, "error_in_exec", None)
+    if exc is not None:
+        return exc
+    shown = vars(sys).get("last_value")
+    # type(), not isinstance(): sys.last_value may be anything, a lying __class__ too.
+    if issubclass(type(shown), BaseException) and id(shown) != shown_before:
+        return shown
+    return None
+
+
+# -- the panel and its header --------------------------------------------------------------
+
+
+def best_fix(diagnosis: Diagnosis) -> Fix | None:
+    """The fix the header shows (the first: fixes come best first)."""
+    return diagnosis.fixes[0] if diagnosis.fixes else None
+
+
+def panel_bundle(
+    diagnosis: Diagnosis, terminal: bool = False, verbosity: str = "Context"
+) -> dict[str, str]:
+    """The full panel at ``verbosity``: plain text and escaped HTML.
+
+    In terminal IPython the text fits the terminal's width and is coloured when
+    stdout is a TTY and ``NO_COLOR`` is unset.
+    """
+    from ipydevice.render.text import as_verbosity
+
+    level = as_verbosity(verbosity)
+    if terminal or level != "context":
+        from ipydevice.integrations.excepthook import terminal_style
+        from ipydevice.render.html import render_diagnosis_html
+        from ipydevice.render.text import render_diagnosis
+
+        width, color = terminal_style(sys.stdout) if terminal else (100, False)
+        text = render_diagnosis(diagnosis, width=width, color=color, verbosity=level)
+        page = render_diagnosis_html(diagnosis, verbosity=level)
+        return {"text/plain": text, "text/html": page}
+    return {"text/plain": str(diagnosis), "text/html": diagnosis._repr_html_()}
+
+
+#: What the header says when no panel follows the traceback (verbosity Minimal).
+MINIMAL_POINTER = "%config IPyDevice.verbosity = 'Context' for the whole report"
+
+
+def header_bundle(diagnosis: Diagnosis, panel_below: bool = True) -> dict[str, str]:
+    """The compact header shown before the traceback: the headline, the best fix and
+    where the rest is (``panel_below``: the full panel follows the traceback)."""
+    from ipydevice.render.html import render_header_html
+    from ipydevice.render.text import HEADER_POINTER, render_header
+
+    pointer = HEADER_POINTER if panel_below else MINIMAL_POINTER
+    return {
+        "text/plain": render_header(diagnosis, pointer=pointer),
+        "text/html": render_header_html(diagnosis, pointer=pointer),
+    }
+
+
+# -- watch mode ----------------------------------------------------------------------------
+
+
+def watch_bundle(checkup: Checkup) -> dict[str, str]:
+    """Watch mode's one short display: a line per problem and its first fix."""
+    from html import escape  # lazily: %load_ext stays light
+
+    lines, items = [], []
+    for problem, fix in zip(checkup.problems, _fix_per_problem(checkup), strict=True):
+        code = fix.code.splitlines()[0] if fix is not None and fix.code else ""
+        lines.append(f"ipydevice · watch: `{problem.name}` {problem.why}")
+        item = f"<code>{escape(problem.name)}</code> {escape(problem.why)}"
+        if code:
+            lines.append(f"    {code}")
+            item += f' <code style="white-space:pre">{escape(code)}</code>'
+        items.append(f"<div>{item}</div>")
+    style = (
+        "border-left:3px solid #e8590c;padding:2px 8px;margin:2px 0;"
+        "font-family:var(--jp-ui-font-family,sans-serif);font-size:13px"
+    )
+    body = "<b>ipydevice · watch</b>" + "".join(items)
+    return {
+        "text/plain": "\n".join(lines),
+        "text/html": f'<div class="ipydevice-watch" style="{style}">{body}</div>',
+    }
+
+
+def _fix_per_problem(checkup: Checkup) -> list[Any]:
+    """The fix of each problem: one each, in order, or the one whose title names it."""
+    problems, fixes = checkup.problems, checkup.fixes
+    if len(fixes) == len(problems):
+        return list(fixes)
+    out = []
+    for problem in problems:
+        named = re.compile(rf"(?<![\w.\[]){re.escape(problem.name)}(?![\w\[])")
+        out.append(next((f for f in fixes if named.search(f.title)), None))
+    return out
+
+
+def watch_checkup(shell: Any, result: Any) -> Checkup | None:
+    """Watch mode: the names a successful cell bound, checked against the model.
+
+    Cost independent of the model's size: the cell's source is parsed for the names
+    it binds, and :func:`ipydevice.audits.watch` reads the device of one parameter of
+    the model and of those names' tensors only.
+    """
+    if not getattr(result, "success", False):
+        return None
+    raw = getattr(getattr(result, "info", None), "raw_cell", None)
+    if not isinstance(raw, str) or not raw.strip():
+        return None
+    names = cell_bound_names(shell, raw)
+    if not names:
+        return None
+    from ipydevice.audits import checkup as audits
+
+    return audits.watch(shell.user_ns, sorted(names))
+
+
+def cell_bound_names(shell: Any, raw_cell: str) -> set[str]:
+    """The names a cell binds at its top level, from its source (nothing is run).
+
+    The cell is first turned into Python the way IPython does (magics, ``!cmd``)
+    with ``shell.transform_cell``; a cell that does not parse binds nothing.
+    """
+    from ipydevice.collect.frames import bound_names
+
+    try:
+        source = shell.transform_cell(raw_cell)
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, TypeError):
+        return set()
+    return bound_names(tree)
