@@ -380,13 +380,13 @@ def test_pytest_plugin_reports_under_xdist_and_in_junit_xml(pytester):
     text = result.stdout.str()
     assert "2 workers" in text  # the tests ran in xdist workers
     assert text.count("- ipydevice -") == 1
-    assert "`x in test_forward` is on cpu, `model in test_forward` is on meta" in text
+    assert "`x` is on cpu, `model` is on meta (in test_forward)" in text
     import xml.etree.ElementTree as ET
 
     cases = {case.get("name"): case for case in ET.parse(junit).iter("testcase")}
     failure = cases["test_forward"].find("failure")
     assert failure is not None and "ipydevice · device error" in (failure.text or "")
-    assert "`x in test_forward` is on cpu" in (failure.text or "")
+    assert "`x` is on cpu, `model` is on meta (in test_forward)" in (failure.text or "")
     other = cases["test_other_failure"].find("failure")
     assert other is not None and "ipydevice" not in (other.text or "")
 
