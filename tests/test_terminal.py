@@ -64,6 +64,25 @@ def test_ext_flag_and_a_failing_command(tmp_path: Path) -> None:
     assert "ipydevice:" not in output  # no failure line
 
 
+@pytest.mark.parametrize(("scheme", "coloured"), [("NoColor", False), ("Linux", True)])
+def test_the_report_follows_ipythons_colour_scheme(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, scheme: str, coloured: bool
+) -> None:
+    monkeypatch.setenv("FORCE_COLOR", "1")  # colour even though stdout is a pipe...
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    env = {**os.environ, "IPYTHONDIR": str(tmp_path)}
+    done = subprocess.run(
+        [*ipython_command(), f"--colors={scheme}", "--ext", "ipydevice", "-c", MISMATCH],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    report = done.stdout[done.stdout.index("ipydevice") :]
+    assert bool(ANSI.search(report)) is coloured  # ...but never under %colors NoColor
+
+
 def test_autoload_from_ipython_config_and_a_failing_script(tmp_path: Path) -> None:
     profile = tmp_path / "profile_default"
     profile.mkdir()

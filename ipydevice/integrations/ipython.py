@@ -1,8 +1,7 @@
 """IPython connectivity: ``%load_ext ipydevice``, the automatic panel and ``%devices``.
 
-The only module of ipydevice that imports IPython. It decides *when* to show
-something; :mod:`ipydevice.integrations.ipython_display` (no IPython) decides *what*, and the
-``%devices`` magic's work lives in :mod:`ipydevice.integrations.ipython_magics`.
+The only module of ipydevice that imports IPython: it decides *when* to show
+something; ``ipython_display`` decides *what*, ``ipython_magics`` does ``%devices``.
 
 * the **panel**, for a cell that fails with a device error. In a Jupyter kernel a
   compact **header** (headline, best fix, its buttons) comes *before* IPython's
@@ -12,9 +11,8 @@ something; :mod:`ipydevice.integrations.ipython_display` (no IPython) decides *w
   ``text/html`` (what exporters keep) followed by the buttons of
   :mod:`ipydevice.render.widget` as a widget output of their own;
 * ``%devices`` (a device-aware ``%whos``) and ``%devices --check`` (every audit);
-* device **warnings** get the same panel (:mod:`ipydevice.integrations.warnings_hook`);
-* **watch mode**: after each successful cell, one short warning when a model and a
-  batch-like variable the cell bound are on different devices;
+* device **warnings** get the same panel (``warnings_hook``);
+* **watch mode**: a short warning when a cell binds a batch off the model's device;
 * ``IPyDevice``: the settings as traitlets (``%config IPyDevice.verbosity = 'Minimal'``).
 
 Hook mechanism. The shell instance's ``_showtraceback`` (the method that puts a
@@ -25,8 +23,7 @@ diagnosed and the header displayed, then the stock method runs with the stock
 arguments, so the traceback, ``sys.last_*``, ``%tb``, ``%debug``, ``%pdb`` and the
 execute reply are exactly as without ipydevice. ``set_custom_exc`` is not used:
 its single slot stays Colab's and Jupyter AI's, and their handlers, which call
-``showtraceback``, get the header too. ``%tb`` re-shows an exception already shown
-(``pre_run_cell`` notes the ``id`` of ``sys.last_value``): no second header. The
+``showtraceback``, get the header too. ``%tb`` gets no second header. The
 ``post_run_cell`` event then shows the full panel from the same diagnosis, or,
 when no traceback went through the wrapper (a terminal, a custom handler that
 prints its own), diagnoses ``result.error_in_exec`` or a new ``sys.last_value``
@@ -46,8 +43,7 @@ Contract:
   ``IPYDEVICE_DEBUG=1`` a failure after the traceback is raised (IPython prints
   ``Error in callback ...``); one before it is retried after the traceback and
   raised there, never in the way of the user's traceback.
-* Only the last :class:`~ipydevice.model.Diagnosis` (strings only) is kept, for
-  ``%devices --last``; never the exception, its traceback or any tensor.
+* Only the last Diagnosis (strings only) is kept, for ``%devices --last``.
 """
 
 from __future__ import annotations
@@ -118,6 +114,10 @@ def _as_usage_error(stage: str, func: Callable[..., _T], *args: Any) -> _T:
         if debug_enabled():
             raise
         raise UsageError(describe_failure(stage, failure)) from None
+
+
+def _colors(shell: Any) -> Any:
+    return getattr(shell, "colors", None)  # IPython's scheme: NoColor turns colour off
 
 
 def _publish(bundle: dict[str, Any]) -> None:
@@ -362,7 +362,9 @@ class _Hook:
         """Displays a device warning's panel (called by :mod:`ipydevice.integrations.warnings_hook`)."""
         terminal = not self.in_kernel()
         diagnosis = dataclasses.replace(diagnosis, kind="warning")
-        bundle = _guarded("rendering", panel_bundle, diagnosis, terminal)
+        bundle = _guarded(
+            "rendering", panel_bundle, diagnosis, terminal, "Context", _colors(self.shell)
+        )
         if bundle is None:
             return
         _guarded("display", _publish, bundle)
@@ -404,7 +406,9 @@ class _Hook:
             fixes = [fix] if fix is not None else []
             bundle = None if headed else self.stage("rendering", header_bundle, diagnosis, False)
         else:
-            bundle = self.stage("rendering", panel_bundle, diagnosis, not kernel, verbosity)
+            bundle = self.stage(
+                "rendering", panel_bundle, diagnosis, not kernel, verbosity, _colors(self.shell)
+            )
         if bundle is not None:
             self.stage("display", _publish, bundle)
             if kernel and not (headed and verbosity == "Minimal"):

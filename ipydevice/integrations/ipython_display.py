@@ -121,12 +121,16 @@ def best_fix(diagnosis: Diagnosis) -> Fix | None:
 
 
 def panel_bundle(
-    diagnosis: Diagnosis, terminal: bool = False, verbosity: str = "Context"
+    diagnosis: Diagnosis,
+    terminal: bool = False,
+    verbosity: str = "Context",
+    colors: Any = None,
 ) -> dict[str, str]:
     """The full panel at ``verbosity``: plain text and escaped HTML.
 
-    In terminal IPython the text fits the terminal's width and is coloured when
-    stdout is a TTY and ``NO_COLOR`` is unset.
+    In terminal IPython the text fits the terminal's width and is coloured as
+    IPython's tracebacks are: never under the ``NoColor`` scheme (``colors``, the
+    shell's setting) or with ``NO_COLOR``; else on a TTY or with ``FORCE_COLOR``.
     """
     from ipydevice.render.text import as_verbosity
 
@@ -137,6 +141,8 @@ def panel_bundle(
         from ipydevice.render.text import render_diagnosis
 
         width, color = terminal_style(sys.stdout) if terminal else (100, False)
+        if terminal and isinstance(colors, str) and colors.lower() == "nocolor":
+            color = False
         text = render_diagnosis(diagnosis, width=width, color=color, verbosity=level)
         page = render_diagnosis_html(diagnosis, verbosity=level)
         return {"text/plain": text, "text/html": page}
