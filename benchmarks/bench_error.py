@@ -12,8 +12,9 @@ Measured side by side, in one process, warm, in interleaved rounds:
 
 * IPython's own traceback: ``InteractiveShell.showtraceback`` timed inside a real
   ``run_cell`` of the failing cell without the extension;
-* what ipydevice adds, stage by stage: ``engine.diagnose``, ``str`` (the text
-  panel), ``_repr_html_`` and the widget (``build_panel`` and its mime bundle);
+* what ipydevice adds, stage by stage: ``engine.diagnose``, the header shown before
+  the traceback, ``str`` (the text panel), ``_repr_html_`` and the buttons' widgets
+  (``build_panel`` and its mime bundle, for the header and for the panel);
 * end to end: ``run_cell`` of the failing cell with and without the extension
   loaded (with a stand-in kernel, so that the widget is built, as in Jupyter).
 
@@ -137,8 +138,12 @@ class Stages:
 
         self.shell, self.engine = shell, engine
         self.build_panel, self.view_bundle = build_panel, view_bundle
+        from ipydevice.integrations.ipython_display import header_bundle
+
+        self.header_bundle = header_bundle
         self.times: dict[str, list[float]] = {
             "diagnose": [],
+            "header": [],
             "text": [],
             "html": [],
             "widget": [],
@@ -150,15 +155,22 @@ class Stages:
             t0 = time.perf_counter()
             d = self.engine.diagnose(exc, namespace=shell.user_ns)
             t1 = time.perf_counter()
+            self.header_bundle(d)  # the header before the traceback
+            th = time.perf_counter()
             str(d)
             t2 = time.perf_counter()
             d._repr_html_()
             t3 = time.perf_counter()
+            best = d.fixes[:1]  # the header's buttons, then the panel's
+            header = self.build_panel(d, lambda: shell.user_ns, lambda code: None, fixes=best)
+            self.view_bundle(header)
             panel = self.build_panel(d, lambda: shell.user_ns, lambda code: None)
             self.view_bundle(panel)  # what the hook displays
             t4 = time.perf_counter()
         type(panel).close_all()  # the widgets of every pass would pile up in ipywidgets' registry
-        for name, value in zip(self.times, (t1 - t0, t2 - t1, t3 - t2, t4 - t3), strict=True):
+        for name, value in zip(
+            self.times, (t1 - t0, th - t1, t2 - th, t3 - t2, t4 - t3), strict=True
+        ):
             self.times[name].append(value)
         self.last = d
         return t4 - t0
