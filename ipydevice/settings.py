@@ -33,6 +33,10 @@ class Settings:
         max_modules: submodules walked in one module tree.
         max_fixes: fixes proposed in one diagnosis.
         show_library_frames: also list tensors held only by library frames.
+        time_budget: wall-clock seconds the user code a scan cannot avoid (a
+            tensor subclass's Python ``device`` property, a sizes policy of
+            ``__torch_dispatch__``) may take in one diagnosis, inventory or
+            checkup; after them the scan stops and the notes say so.
     """
 
     max_rows: int = 12
@@ -43,6 +47,7 @@ class Settings:
     max_modules: int = 2000
     max_fixes: int = 6
     show_library_frames: bool = False
+    time_budget: float = 2.0
 
 
 _current = Settings()
@@ -82,4 +87,8 @@ def _validated(settings: Settings) -> Settings:
         value = getattr(settings, field.name)
         if field.type == "int" and (not isinstance(value, int) or value < 1):
             raise ValueError(f"ipydevice setting {field.name} must be a positive integer")
+        if field.type == "float" and (
+            type(value) not in (int, float) or not 0 < value < float("inf")
+        ):
+            raise ValueError(f"ipydevice setting {field.name} must be a positive number (seconds)")
     return settings

@@ -399,7 +399,9 @@ def test_pytest_plugin_through_its_entry_point(pytester, tmp_path, monkeypatch):
     info = site / "ipydevice_entry-0.dist-info"
     info.mkdir(parents=True)
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: ipydevice-entry\nVersion: 0\n")
-    (info / "entry_points.txt").write_text("[pytest11]\nipydevice = ipydevice.integrations.pytest_plugin\n")
+    (info / "entry_points.txt").write_text(
+        "[pytest11]\nipydevice = ipydevice.integrations.pytest_plugin\n"
+    )
     pytester.makepyfile(test_model=DEVICE_TESTS)
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]))
     monkeypatch.delenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", raising=False)
@@ -414,7 +416,9 @@ def test_pytest_plugin_is_declared_for_pytest():
 
     tomllib = pytest.importorskip("tomllib")  # Python 3.11+
     project = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())["project"]
-    assert project["entry-points"]["pytest11"] == {"ipydevice": "ipydevice.integrations.pytest_plugin"}
+    assert project["entry-points"]["pytest11"] == {
+        "ipydevice": "ipydevice.integrations.pytest_plugin"
+    }
     assert "Framework :: Pytest" in project["classifiers"]
 
 

@@ -35,6 +35,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ipydevice import registry
+from ipydevice._debug import contain, failure_line
 from ipydevice.audits.common import first_device, move_fix, stray_devices, unwrapped
 from ipydevice.collect import probe
 from ipydevice.collect.namespace import user_namespace
@@ -114,6 +115,19 @@ def check(
     """
     if namespace is None:
         namespace = user_namespace()
+    try:
+        with probe.metadata_reads():
+            return _check(objects, namespace, names)
+    except BaseException as failure:
+        # What the user's objects or audits raise (SystemExit included) is
+        # contained; a Ctrl-C stops the checkup and reaches the caller.
+        contain(failure)
+        return Checkup(notes=(failure_line("check", failure),))
+
+
+def _check(
+    objects: tuple[Any, ...], namespace: Mapping[str, Any], names: Iterable[str] | None
+) -> Checkup:
     scan = Scan(current())
     roots: list[Entry] = []
     for index, obj in enumerate(objects):
@@ -195,7 +209,8 @@ def _checkup(problems: list[Problem], notes: Iterable[str]) -> Checkup:
 def _names_values(namespace: Mapping[str, Any]) -> list[tuple[str, Any]]:
     try:
         items = list(namespace.items())
-    except Exception:
+    except BaseException as caught:
+        contain(caught)
         return []
     return [
         (k, v)
@@ -208,7 +223,8 @@ def _names(namespace: Mapping[str, Any]) -> list[str]:
     return [
         name
         for name, value in _names_values(namespace)
-        if (not isinstance(value, type) and not callable(value)) or probe.is_module(value)
+        # type() tests only: isinstance() would read a proxy's __class__ (a load).
+        if (not probe.is_a(value, type) and not callable(value)) or probe.is_module(value)
     ]
 
 

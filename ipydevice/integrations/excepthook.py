@@ -19,6 +19,7 @@ summary shows it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -29,7 +30,7 @@ import traceback
 from types import TracebackType
 from typing import Any
 
-from ipydevice._debug import debug_enabled, describe_failure
+from ipydevice._debug import failure_line
 
 __all__ = [
     "install",
@@ -196,10 +197,12 @@ def _report(exc: BaseException, tb: TracebackType | None, *, in_excepthook: bool
             sys.stderr.flush()
         if plain and in_excepthook:  # the error that ends the process: torchrun's root cause
             write_error_file(exc, plain)
-    except Exception as failure:
-        if debug_enabled():
-            raise
-        sys.stderr.write(describe_failure("report", failure) + "\n")
+    except BaseException as failure:
+        # Contained, whatever it is (see ipydevice._debug): the traceback is out
+        # already, and the process goes on ending as it would without ipydevice.
+        line = failure_line("report", failure)
+        with contextlib.suppress(Exception):
+            sys.stderr.write(line + "\n")
 
 
 def install() -> None:

@@ -67,10 +67,10 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_magic, magics_class
-from traitlets import Bool, Int, default, observe
+from traitlets import Bool, Float, Int, default, observe
 from traitlets.config import Configurable
 
-from ipydevice._debug import debug_enabled, describe_failure
+from ipydevice._debug import contain, failure_line
 
 if TYPE_CHECKING:  # pragma: no cover
     from IPython.core.interactiveshell import ExecutionResult, InteractiveShell
@@ -103,6 +103,7 @@ SETTING_TRAITS = (
     "max_modules",
     "max_fixes",
     "show_library_frames",
+    "time_budget",
 )
 
 _T = TypeVar("_T")
@@ -163,6 +164,11 @@ class IPyDevice(Configurable):
     show_library_frames = Bool(help="Also list tensors held only by library frames.").tag(
         config=True
     )
+    time_budget = Float(
+        min=0.001,
+        help="Wall-clock seconds the user code a scan cannot avoid (slow tensor-subclass "
+        "properties) may take; then the scan stops and says so.",
+    ).tag(config=True)
 
     _max_rows_default = _from_settings("max_rows")
     _max_depth_default = _from_settings("max_depth")
@@ -172,6 +178,7 @@ class IPyDevice(Configurable):
     _max_modules_default = _from_settings("max_modules")
     _max_fixes_default = _from_settings("max_fixes")
     _show_library_frames_default = _from_settings("show_library_frames")
+    _time_budget_default = _from_settings("time_budget")
 
     @observe(*SETTING_TRAITS)
     def _push_setting(self, change: Mapping[str, Any]) -> None:
@@ -204,15 +211,11 @@ def _guarded(stage: str, func: Callable[..., _T], *args: Any) -> _T | None:
     """Runs one stage; a failure becomes one line on stderr (or is raised when debugging)."""
     try:
         return func(*args)
-    except Exception as failure:
-        if debug_enabled():
-            raise
-        print(describe_failure(stage, failure), file=sys.stderr)
-        return None
-    except KeyboardInterrupt:
-        # Ctrl-C while ipydevice works: the user's traceback is out already. Letting
-        # it through would print ipydevice's traceback and make it sys.last_value.
-        print(f"ipydevice: {stage} interrupted", file=sys.stderr)
+    except BaseException as failure:
+        # Contained, whatever it is (see ipydevice._debug). A Ctrl-C while
+        # ipydevice works stops it: the user's traceback is out already, and
+        # letting it through would print ipydevice's and make it sys.last_value.
+        print(failure_line(stage, failure), file=sys.stderr)
         return None
 
 
@@ -224,10 +227,9 @@ def _as_usage_error(stage: str, func: Callable[..., _T], *args: Any) -> _T:
         return func(*args)
     except KeyError:
         raise
-    except Exception as failure:
-        if debug_enabled():
-            raise
-        raise UsageError(describe_failure(stage, failure)) from None
+    except BaseException as failure:
+        contain(failure)  # SystemExit too (see ipydevice._debug); Ctrl-C is IPython's
+        raise UsageError(failure_line(stage, failure)) from None
 
 
 def _is_device_error(exc: BaseException) -> bool:
@@ -618,6 +620,9 @@ class DeviceMagics(Magics):
           max_modules           submodules walked in one module tree
           max_fixes             fixes proposed in one diagnosis
           show_library_frames   also list tensors held only by library frames
+          time_budget           seconds a scan may spend in user code it cannot
+                                avoid (slow tensor-subclass properties); then it
+                                stops and says so (2.0)
 
         Examples: ``%devices``, ``%devices model opt``, ``%devices model.encoder``,
         ``%devices --last``, ``%devices --check``, ``%devices --check model batch opt``,
