@@ -167,6 +167,11 @@ def _root(scan: Scan, obj: Any, path: tuple, where: str, named: bool) -> Entry:
 def watch(namespace: Mapping[str, Any], names: Iterable[str]) -> Checkup:
     """The cheap after-cell check: the model and the batch-like ``names`` a cell
     bound. Reads one parameter of the model, never all of them."""
+    with probe.metadata_reads():
+        return _watch(namespace, names)
+
+
+def _watch(namespace: Mapping[str, Any], names: Iterable[str]) -> Checkup:
     models: dict[int, tuple[str, Any]] = {}
     for name, value in _names_values(namespace):
         if probe.is_module(value) and first_device(value):

@@ -19,7 +19,6 @@ summary shows it.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
@@ -30,7 +29,7 @@ import traceback
 from types import TracebackType
 from typing import Any
 
-from ipydevice._debug import failure_line
+from ipydevice._debug import contained
 
 __all__ = [
     "install",
@@ -188,7 +187,9 @@ def _thread_hook(args: Any) -> None:
 
 
 def _report(exc: BaseException, tb: TracebackType | None, *, in_excepthook: bool = False) -> None:
-    try:
+    # Contained, whatever it is (see ipydevice._debug): the traceback is out
+    # already, and the process goes on ending as it would without ipydevice.
+    with contained("report"):
         if exc.__traceback__ is None and tb is not None:
             exc = exc.with_traceback(tb)
         text, plain = _report_texts(exc, in_excepthook=in_excepthook)
@@ -197,12 +198,6 @@ def _report(exc: BaseException, tb: TracebackType | None, *, in_excepthook: bool
             sys.stderr.flush()
         if plain and in_excepthook:  # the error that ends the process: torchrun's root cause
             write_error_file(exc, plain)
-    except BaseException as failure:
-        # Contained, whatever it is (see ipydevice._debug): the traceback is out
-        # already, and the process goes on ending as it would without ipydevice.
-        line = failure_line("report", failure)
-        with contextlib.suppress(Exception):
-            sys.stderr.write(line + "\n")
 
 
 def install() -> None:
