@@ -5,9 +5,10 @@ Usage::
     python benchmarks/compare.py --baseline 2c78187            # error and load, 3 rounds
     python benchmarks/compare.py --baseline v0.3 error --rounds 5
     python benchmarks/compare.py --baseline HEAD~4 --write     # and add the table to RESULTS.md
+    python benchmarks/compare.py --baseline 2c78187 --after 51bc45b   # two commits
 
-The baseline is checked out with ``git worktree add --detach`` into a temporary folder
-and removed afterwards. Each round runs each benchmark once in each tree (the order
+The baseline (and ``--after``, when given; else the working tree) is checked out with
+``git worktree add --detach`` into a temporary folder and removed afterwards. Each round runs each benchmark once in each tree (the order
 alternates from round to round, ABBA), every run in a fresh interpreter with that tree
 first on ``sys.path``, so both arms see the same machine load. Each benchmark's own
 script from its own tree is used: a benchmark whose setup changed between the trees
@@ -30,7 +31,7 @@ from typing import Any
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 RESULTS_MD = os.path.join(HERE, "RESULTS.md")
-START, END = "<!-- compare:start -->", "<!-- compare:end -->"
+START, END = "<!-- compare:{}:start -->", "<!-- compare:{}:end -->"
 
 #: The figures compared for each benchmark (lower is better for all of them).
 FIGURES = {
@@ -97,13 +98,20 @@ def compare(before: str, after: str, names: list[str], rounds: int) -> list[dict
     return rows
 
 
-def markdown(rows: list[dict[str, Any]], before_ref: str, after_ref: str, rounds: int) -> str:
+def markdown(
+    rows: list[dict[str, Any]],
+    before_ref: str,
+    after_ref: str,
+    rounds: int,
+    command: str,
+    label: str,
+) -> str:
     out = [
-        START,
+        START.format(label),
         "",
         f"Compared {time.strftime('%Y-%m-%d')}: `{before_ref}` (before) against `{after_ref}` "
         f"(after), {rounds} alternating rounds in one run (`python benchmarks/compare.py "
-        f"--baseline {before_ref}`). Medians over rounds; the ratio is the median of the "
+        f"{command}`). Medians over rounds; the ratio is the median of the "
         "per-round ratios after/before (below 1.00: faster after).",
         "",
         "| benchmark | figure | before | after | ratio after/before | per round |",
@@ -114,18 +122,19 @@ def markdown(rows: list[dict[str, Any]], before_ref: str, after_ref: str, rounds
             f"| {r['benchmark']} | `{r['figure']}` | {r['before']:.3g} | {r['after']:.3g} "
             f"| {r['ratio']:.2f} | {', '.join(f'{x:.2f}' for x in r['ratios'])} |"
         )
-    out += ["", END]
+    out += ["", END.format(label)]
     return "\n".join(out)
 
 
-def write_markdown(section: str) -> None:
+def write_markdown(section: str, label: str) -> None:
     with open(RESULTS_MD) as handle:
         text = handle.read()
-    if START in text and END in text:
-        head, rest = text.split(START, 1)
-        text = head + section + rest.split(END, 1)[1]
+    start, end = START.format(label), END.format(label)
+    if start in text and end in text:
+        head, rest = text.split(start, 1)
+        text = head + section + rest.split(end, 1)[1]
     else:
-        text = text.rstrip() + "\n\n## Before and after\n\n" + section + "\n"
+        text = text.rstrip() + f"\n\n### Before and after: {label}\n\n" + section + "\n"
     with open(RESULTS_MD, "w") as handle:
         handle.write(text)
 
@@ -142,28 +151,37 @@ def main(argv: list[str] | None = None) -> int:
         "names", nargs="*", help=f"some of: {', '.join(FIGURES)} (default: error load)"
     )
     parser.add_argument("--baseline", required=True, help="a git ref: the 'before' tree")
+    parser.add_argument("--after", help="a git ref: the 'after' tree (default: this working tree)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--write", action="store_true", help="write the table into RESULTS.md")
+    parser.add_argument("--label", default="latest", help="the table's name in RESULTS.md")
     args = parser.parse_args(argv)
     names = args.names or ["error", "load"]
     unknown = [n for n in names if n not in FIGURES]
     if unknown:
         parser.error(f"unknown benchmark(s): {', '.join(unknown)} (known: {', '.join(FIGURES)})")
     before_ref = git("rev-parse", "--short", args.baseline)
-    after_ref = git("rev-parse", "--short", "HEAD")
-    dirty = bool(git("status", "--porcelain", "--untracked-files=no"))
-    with tempfile.TemporaryDirectory(prefix="ipydevice-baseline-") as tmp:
-        before = os.path.join(tmp, "tree")
-        git("worktree", "add", "--detach", before, before_ref)
+    after_ref = git("rev-parse", "--short", args.after or "HEAD")
+    dirty = not args.after and bool(git("status", "--porcelain", "--untracked-files=no"))
+    with tempfile.TemporaryDirectory(prefix="ipydevice-compare-") as tmp:
+        trees = {"before": (os.path.join(tmp, "before"), before_ref)}
+        if args.after:
+            trees["after"] = (os.path.join(tmp, "after"), after_ref)
+        for path, ref in trees.values():
+            git("worktree", "add", "--detach", path, ref)
         try:
-            rows = compare(before, ROOT, names, args.rounds)
+            after = trees["after"][0] if args.after else ROOT
+            rows = compare(trees["before"][0], after, names, args.rounds)
         finally:
-            git("worktree", "remove", "--force", before)
+            for path, _ in trees.values():
+                git("worktree", "remove", "--force", path)
     label = after_ref + (" + uncommitted changes" if dirty else "")
-    section = markdown(rows, before_ref, label, args.rounds)
+    command = " ".join(["--baseline", before_ref, *(["--after", after_ref] if args.after else [])])
+    command += f" --rounds {args.rounds} {' '.join(names)}"
+    section = markdown(rows, before_ref, label, args.rounds, command, args.label)
     print(section)
     if args.write:
-        write_markdown(section)
+        write_markdown(section, args.label)
         print(f"wrote the table into {os.path.relpath(RESULTS_MD)}")
     return 0
 

@@ -69,7 +69,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar, get_args
 
 from ipydevice import registry as _registry
-from ipydevice._debug import debug_enabled, describe_failure
+from ipydevice._debug import contain, failure_line
 from ipydevice.diagnosis.family import Family, Wording
 from ipydevice.model import Action, Finding, Fix, Problem, Step
 
@@ -276,10 +276,9 @@ def run_audits(obj: Any, context: AuditContext, notes: list[str]) -> list[Proble
     for name, func in list(_AUDITS.items()):
         try:
             out.extend(_problems(name, func(obj, context), notes))
-        except Exception as failure:
-            if debug_enabled():
-                raise
-            notes.append(describe_failure(f"audit {name!r}", failure))
+        except BaseException as failure:  # sys.exit() in an audit too (see _debug)
+            contain(failure)
+            notes.append(failure_line(f"audit {name!r}", failure))
     return out
 
 
@@ -365,7 +364,8 @@ def match_message(text: str, exc_type: str) -> tuple[dict[str, str], str] | None
             continue
         try:
             found = registered.pattern.search(text)
-        except Exception:  # a pattern that cannot run on this text: not a match
+        except BaseException as caught:  # a pattern that cannot run on this text: not a match
+            contain(caught)
             continue
         if found is not None:
             groups = {k: v for k, v in found.groupdict().items() if isinstance(v, str)}
@@ -381,7 +381,6 @@ def notify(diagnosis: Any) -> None:
     for key, func in list(_LISTENERS.items()):
         try:
             func(diagnosis)
-        except Exception as failure:
-            if debug_enabled():
-                raise
-            print(describe_failure(f"listener {key}", failure), file=sys.stderr)
+        except BaseException as failure:  # sys.exit() in a listener too (see _debug)
+            contain(failure)
+            print(failure_line(f"listener {key}", failure), file=sys.stderr)

@@ -39,6 +39,10 @@ class Settings:
         show_library_frames: also list tensors held only by library frames.
         verbosity: ``"Minimal"``, ``"Context"`` or ``"Verbose"``; ``None`` (the
             default) follows IPython's ``%xmode`` (see :func:`verbosity_for`).
+        time_budget: wall-clock seconds the user code a scan cannot avoid (a
+            tensor subclass's Python ``device`` property, a sizes policy of
+            ``__torch_dispatch__``) may take in one diagnosis, inventory or
+            checkup; after them the scan stops and the notes say so.
     """
 
     max_rows: int = 12
@@ -50,6 +54,7 @@ class Settings:
     max_fixes: int = 6
     show_library_frames: bool = False
     verbosity: str | None = None
+    time_budget: float = 2.0
 
 
 _current = Settings()
@@ -111,6 +116,10 @@ def _validated(settings: Settings) -> Settings:
         value = getattr(settings, field.name)
         if field.type == "int" and (not isinstance(value, int) or value < 1):
             raise ValueError(f"ipydevice setting {field.name} must be a positive integer")
+        if field.type == "float" and (
+            type(value) not in (int, float) or not 0 < value < float("inf")
+        ):
+            raise ValueError(f"ipydevice setting {field.name} must be a positive number (seconds)")
     if settings.verbosity is not None:
         canonical = _canonical_verbosity(settings.verbosity)
         if canonical != settings.verbosity:

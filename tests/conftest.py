@@ -10,10 +10,17 @@ import pytest
 from cells import Notebook
 from hypothesis import settings
 
+from ipydevice import settings as ipydevice_settings
+
 # CI (.ci/run sets HYPOTHESIS_PROFILE=ci) draws the same examples on every run, so a
 # green main stays green; local runs explore new ones (and keep failures in .hypothesis/).
 settings.register_profile("ci", derandomize=True, database=None, print_blob=True)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+# The time budget is wall-clock: on a busy machine a big (but bounded) scan could
+# stop early and add a note the test does not expect. Tests of the budget set
+# their own (tests/test_budget.py); subprocesses keep the default.
+ipydevice_settings.configure(time_budget=60.0)
 
 
 @pytest.fixture

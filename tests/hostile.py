@@ -52,6 +52,7 @@ __all__ = [
     "Spy",
     "Touched",
     "Tripwire",
+    "Unwind",
     "assert_plain",
     "case",
     "plain_violations",
@@ -1429,6 +1430,117 @@ def _partial() -> Any:
 def _closure() -> Any:
     held = torch.ones(2)
     return lambda: held
+
+
+# -- code that exits: SystemExit and BaseExceptions of their own (issue 14) -------------------
+
+
+class Unwind(BaseException):
+    """A ``BaseException`` of a framework's own (as some raise to unwind a stack):
+    ``except Exception`` lets it through."""
+
+
+#: Set once the exiting classes are built: their hooks raise from then on.
+_ARMED: list[bool] = []
+
+
+class _ExitingMeta(type):
+    """Every class-level attribute read through the metaclass exits: what
+    ``dataclasses.is_dataclass`` and ``hasattr(cls, ...)`` do."""
+
+    def __getattribute__(cls, name: str) -> Any:
+        if _ARMED:
+            raise SystemExit(f"metaclass refused {name}")
+        return super().__getattribute__(name)
+
+
+class _UnwindingHashMeta(type):
+    """Classes that cannot be hashed or compared: a set of types unwinds."""
+
+    def __hash__(cls) -> int:
+        if _ARMED:
+            raise Unwind("class hash")
+        return type.__hash__(cls)
+
+    def __eq__(cls, other: object) -> bool:
+        if _ARMED:
+            raise Unwind("class comparison")
+        return cls is other
+
+
+@tripwired
+class ExitingMetaInstance(metaclass=_ExitingMeta):
+    pass
+
+
+@tripwired
+class UnwindingHashInstance(metaclass=_UnwindingHashMeta):
+    pass
+
+
+class ExitingTensor(torch.Tensor):
+    """``.device``, ``.shape`` and ``.dtype`` exit, like a half-built wrapper calling
+    ``sys.exit()`` on a bad state."""
+
+    @property
+    def device(self) -> Any:  # type: ignore[override]
+        raise SystemExit("device")
+
+    @property
+    def shape(self) -> Any:  # type: ignore[override]
+        raise Unwind("shape")
+
+    @property
+    def dtype(self) -> Any:  # type: ignore[override]
+        raise SystemExit("dtype")
+
+
+def exiting_tensor(*size: int) -> Any:
+    return torch.ones(*size).as_subclass(ExitingTensor)
+
+
+_ARMED.append(True)
+
+
+@case("metaclass_getattribute_exits")
+def _exiting_meta() -> Any:
+    return [ExitingMetaInstance(), torch.ones(2)]
+
+
+@case("metaclass_class_in_namespace_exits")
+def _exiting_meta_class() -> Any:
+    return ExitingMetaInstance()
+
+
+@case("metaclass_hash_unwinds")
+def _unwinding_hash() -> Any:
+    return UnwindingHashInstance()
+
+
+@case("tensor_properties_exit", "tensor")
+def _exiting_tensor() -> Any:
+    return exiting_tensor(2)
+
+
+@case("container_of_exiting_objects")
+def _exiting_container() -> Any:
+    return {"t": exiting_tensor(2), "meta": ExitingMetaInstance(), "items": [exiting_tensor(1)]}
+
+
+@case("module_buffer_exits", "module")
+def _exiting_module() -> Any:
+    module = Small()
+    module.register_buffer("odd", exiting_tensor(2))
+    module.cache = exiting_tensor(3)
+    return module
+
+
+@case("optimizer_state_exits")
+def _exiting_optimizer() -> Any:
+    param = nn.Parameter(torch.ones(2))
+    opt = torch.optim.Adam([param])
+    opt.state[param] = {"step": torch.tensor(1.0), "exp_avg": exiting_tensor(2)}
+    return opt
 
 
 # -- checks -----------------------------------------------------------------------------------

@@ -35,6 +35,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ipydevice import registry
+from ipydevice._debug import contain, failure_line
 from ipydevice.audits.common import first_device, move_fix, stray_devices, unwrapped
 from ipydevice.collect import probe
 from ipydevice.collect.namespace import user_namespace
@@ -115,6 +116,19 @@ def check(
     """
     if namespace is None:
         namespace = user_namespace()
+    try:
+        with probe.metadata_reads():
+            return _check(objects, namespace, names)
+    except BaseException as failure:
+        # What the user's objects or audits raise (SystemExit included) is
+        # contained; a Ctrl-C stops the checkup and reaches the caller.
+        contain(failure)
+        return Checkup(notes=(failure_line("check", failure),))
+
+
+def _check(
+    objects: tuple[Any, ...], namespace: Mapping[str, Any], names: Iterable[str] | None
+) -> Checkup:
     scan = Scan(current())
     roots: list[Entry] = []
     for index, obj in enumerate(objects):
@@ -154,6 +168,11 @@ def _root(scan: Scan, obj: Any, path: tuple, where: str, named: bool) -> Entry:
 def watch(namespace: Mapping[str, Any], names: Iterable[str]) -> Checkup:
     """The cheap after-cell check: the model and the batch-like ``names`` a cell
     bound. Reads one parameter of the model, never all of them."""
+    with probe.metadata_reads():
+        return _watch(namespace, names)
+
+
+def _watch(namespace: Mapping[str, Any], names: Iterable[str]) -> Checkup:
     models: dict[int, tuple[str, Any]] = {}
     for name, value in _names_values(namespace):
         if probe.is_module(value) and first_device(value):
@@ -196,7 +215,8 @@ def _checkup(problems: list[Problem], notes: Iterable[str]) -> Checkup:
 def _names_values(namespace: Mapping[str, Any]) -> list[tuple[str, Any]]:
     try:
         items = list(namespace.items())
-    except Exception:
+    except BaseException as caught:
+        contain(caught)
         return []
     return [
         (k, v)
@@ -209,7 +229,8 @@ def _names(namespace: Mapping[str, Any]) -> list[str]:
     return [
         name
         for name, value in _names_values(namespace)
-        if (not isinstance(value, type) and not callable(value)) or probe.is_module(value)
+        # type() tests only: isinstance() would read a proxy's __class__ (a load).
+        if (not probe.is_a(value, type) and not callable(value)) or probe.is_module(value)
     ]
 
 

@@ -85,8 +85,8 @@ def _companion_problems(entry: Entry, device: str, model: str) -> list[Problem]:
 
 
 def _is_scheduler(obj: Any) -> bool:
-    module_name = type(obj).__dict__.get("__module__", "")
-    return isinstance(module_name, str) and module_name.startswith("torch.optim.lr_scheduler")
+    # From the class's own dict: a metaclass's __getattribute__ is never asked.
+    return probe.class_module(type(obj)).startswith("torch.optim.lr_scheduler")
 
 
 def _scheduler_problems(entry: Entry, name: str, device: str, model: str) -> list[Problem]:

@@ -13,6 +13,7 @@ from typing import Any
 
 from ipydevice import registry
 from ipydevice import settings as _settings
+from ipydevice._debug import contain
 from ipydevice.audits.checkup import (
     EXPLAINS_ANY_DEVICE,
     module_problems,
@@ -95,7 +96,8 @@ def _family_problems(
         return []
     try:
         items = list(namespace.items())[: _settings.current().max_objects]
-    except Exception:
+    except BaseException as caught:
+        contain(caught)
         return []
     roots = [
         Entry(v, (("name", k),), "namespace", "object", named=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ipydevice import registry
+from ipydevice._debug import contain
 from ipydevice.collect import probe
 from ipydevice.collect.paths import format_path
 from ipydevice.collect.scan import Entry
@@ -17,7 +18,8 @@ def _loader_problems(entry: Entry, name: str) -> list[Problem]:
         return []
     try:
         device = probe.device_str(generator.device)
-    except Exception:
+    except BaseException as caught:
+        contain(caught)
         return []
     if device == "cpu":
         return []

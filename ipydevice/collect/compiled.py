@@ -42,7 +42,8 @@ from collections.abc import Mapping
 from types import TracebackType
 from typing import Any, NamedTuple
 
-from ipydevice._debug import debug_enabled
+from ipydevice._debug import contain, debug_enabled
+from ipydevice.collect import probe
 from ipydevice.collect.frames import (
     FrameView,
     cell_number,
@@ -98,7 +99,8 @@ def is_compile_error(exc: BaseException) -> bool:
     """
     try:
         return _is_compile_error(exc)
-    except Exception:
+    except BaseException as caught:
+        contain(caught)
         return False
 
 
@@ -108,8 +110,8 @@ def _is_compile_error(exc: BaseException) -> bool:
     while current is not None and id(current) not in seen and len(seen) < _CHAIN_LIMIT:
         seen.add(id(current))
         kind = type(current)
-        module = getattr(kind, "__module__", "") or ""
-        if kind.__name__ in _COMPILE_TYPES or module.startswith(_COMPILE_MODULES):
+        module = probe.class_module(kind)
+        if probe.class_name(current) in _COMPILE_TYPES or module.startswith(_COMPILE_MODULES):
             return True
         text = _message(current)
         if any(marker in text for marker in _MARKERS):
@@ -123,7 +125,8 @@ def _is_compile_error(exc: BaseException) -> bool:
 def _message(exc: BaseException) -> str:
     try:
         return str(exc)[:20_000]
-    except Exception:
+    except BaseException as caught:
+        contain(caught)
         return ""
 
 
@@ -286,7 +289,8 @@ def eager_hint(exc: BaseException, namespace: Mapping[str, Any] | None = None) -
     """
     try:
         return _eager_hint(exc, namespace)
-    except Exception:
+    except BaseException as caught:
+        contain(caught)
         # Called from the engine's fix stage: a failure here must not cost the
         # diagnosis its culprits and move fixes.
         if debug_enabled():
@@ -330,7 +334,8 @@ def _torch_bound(view: FrameView, namespace: Mapping[str, Any] | None) -> bool:
         try:
             if scope.get("torch") is torch:
                 return True
-        except Exception:
+        except BaseException as caught:
+            contain(caught)
             continue
     return False
 
@@ -419,9 +424,8 @@ def _headers(stmt: ast.stmt) -> list[ast.AST]:
 
 def _original_attribute(value: Any) -> str | None:
     """Which attribute of a compiled callable holds the original (None if not compiled)."""
-    kind = type(value)
-    module = getattr(kind, "__module__", "") or ""
-    if kind.__name__ == "OptimizedModule" and module.startswith("torch._dynamo"):
+    module = probe.class_module(type(value))
+    if probe.class_name(value) == "OptimizedModule" and module.startswith("torch._dynamo"):
         state = _instance_dict(value)
         return "_orig_mod" if "_orig_mod" in state or _registered(state, "_orig_mod") else None
     state = _instance_dict(value)
@@ -433,7 +437,8 @@ def _original_attribute(value: Any) -> str | None:
 def _instance_dict(value: Any) -> dict[str, Any]:
     try:
         state = object.__getattribute__(value, "__dict__")
-    except Exception:
+    except BaseException as caught:
+        contain(caught)
         return {}
     return state if type(state) is dict else {}
 

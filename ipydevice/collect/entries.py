@@ -25,19 +25,35 @@ class FactsCache:
     parameters are counted by its own view, its block's and its model's.
 
     Holds the tensors (which pins their ids) only as long as the scan: it is
-    shared by the scan's module views and refers to nothing else, so no
-    reference cycle keeps a scan, and its tensors, waiting for the collector.
+    shared by the scan's module views and refers to nothing else (its budget and
+    the scan's notes list), so no reference cycle keeps a scan, and its tensors,
+    waiting for the collector.
     """
 
-    __slots__ = ("_placed", "_seen")
+    __slots__ = ("_budget", "_note", "_placed", "_seen")
 
-    def __init__(self) -> None:
+    def __init__(self, budget: probe.Budget | None = None, notes: list[str] | None = None) -> None:
         self._seen: dict[int, tuple[Any, TensorFacts]] = {}
         self._placed: dict[int, tuple[Any, tuple[str, int]]] = {}
+        self._budget = budget
+        #: the scan's notes list (the list, not the scan: no reference cycle)
+        self._note = notes
+
+    def _spent(self) -> bool:
+        """The scan's time is up: nothing more is read (a subclass's ``device``
+        property may be slow user code); the scan's notes say so, once."""
+        budget = self._budget
+        if budget is None or not budget.spent():
+            return False
+        if self._note is not None and budget.note not in self._note:
+            self._note.append(budget.note)
+        return True
 
     def __call__(self, tensor: Any) -> TensorFacts:
         found = self._seen.get(id(tensor))
         if found is None or found[0] is not tensor:
+            if self._spent():
+                return _UNREAD
             found = (tensor, probe.tensor_facts(tensor))
             self._seen[id(tensor)] = found
         return found[1]
@@ -50,9 +66,15 @@ class FactsCache:
             return found[1][0], found[1][3]
         placed = self._placed.get(id(tensor))
         if placed is None or placed[0] is not tensor:
+            if self._spent():
+                return probe.UNKNOWN, 0
             placed = (tensor, probe.placement(tensor))
             self._placed[id(tensor)] = placed
         return placed[1]
+
+
+#: The facts of a tensor not read because the scan's time was up.
+_UNREAD = TensorFacts(probe.UNKNOWN, probe.UNKNOWN, probe.UNKNOWN, 0, "not read (time budget)")
 
 
 @dataclass(eq=False)
@@ -241,13 +263,15 @@ def record_of(entry: Entry, limit: int = 200) -> ObjectRecord:
             detail=detail,
             **base,
         )
+    placement = entry.shared.placement if entry.shared is not None else probe.placement
     if entry.optimizer is not None:
-        shares = shares_of(entry.optimizer.params)
-        detail = f"{plural(len(entry.optimizer.params), 'parameter')}, {plural(len(entry.optimizer.state), 'state tensor')}"
+        shares = shares_of(entry.optimizer.params, placement)
+        params, state = len(entry.optimizer.params), len(entry.optimizer.state)
+        detail = f"{plural(params, 'parameter')}, {plural(state, 'state tensor')}"
         return ObjectRecord(device=one_device(shares), shares=shares, detail=detail, **base)
     items = container_items(obj, limit + 1) or []
     children = (child for _, child in items[:limit] if id(type(child)) not in ATOM_IDS)
-    shares = shares_of(child for child in children if probe.is_tensor(child))
+    shares = shares_of((child for child in children if probe.is_tensor(child)), placement)
     size = safe_len(obj)
     detail = plural(size, "item") if size >= 0 else ""
     if len(items) > limit:

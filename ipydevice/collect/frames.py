@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from types import FrameType, TracebackType
 from typing import Any
 
+from ipydevice._debug import contain
 from ipydevice.collect import probe
 from ipydevice.model import FrameSummary
 
@@ -92,7 +93,8 @@ class FrameView:
             return []
         try:
             items = list(self.frame.f_locals.items())
-        except Exception:
+        except BaseException as caught:
+            contain(caught)
             return []
         return [(k, v) for k, v in items[:limit] if isinstance(k, str)]
 
@@ -143,7 +145,8 @@ def cell_number(filename: str) -> int | None:
     try:
         shell = ipython.get_ipython()
         found = getattr(getattr(shell, "compile", None), "_filename_map", {}).get(filename)
-    except Exception:
+    except BaseException as caught:
+        contain(caught)
         return None
     return found if isinstance(found, int) and not isinstance(found, bool) else None
 
@@ -160,7 +163,8 @@ def source_location(filename: str, lineno: int) -> str:
 def _frame_local(frame: FrameType, name: str) -> Any:
     try:
         return frame.f_locals.get(name)
-    except Exception:
+    except BaseException as caught:
+        contain(caught)
         return None
 
 
@@ -174,7 +178,8 @@ def _library_roots() -> tuple[str, ...]:
     for key in ("stdlib", "platstdlib", "purelib", "platlib"):
         try:
             roots.add(os.path.realpath(sysconfig.get_paths()[key]))
-        except Exception:
+        except BaseException as caught:
+            contain(caught)
             continue
     roots.add(os.path.realpath(os.path.dirname(__file__)))
     return tuple(sorted(roots))
@@ -344,7 +349,8 @@ def _index_nodes(stmt: ast.AST) -> set[int]:
 def _text(node: ast.AST) -> str:
     try:
         return ast.unparse(node)
-    except Exception:
+    except BaseException as caught:
+        contain(caught)
         return "?"
 
 
@@ -355,7 +361,8 @@ def safe_value(node: ast.AST, frame: FrameType) -> tuple[bool, Any]:
             try:
                 if node.id in scope:
                     return True, scope[node.id]
-            except Exception:
+            except BaseException as caught:
+                contain(caught)
                 return False, None
         return False, None
     if isinstance(node, ast.Attribute):
@@ -380,10 +387,11 @@ def _attribute(base: Any, name: str) -> tuple[bool, Any]:
         if dict.__contains__(state, name):
             return True, dict.__getitem__(state, name)
         if probe.is_a(base, tuple):
-            fields = type(base).__dict__.get("_fields")
+            fields = probe.class_attribute(type(base), "_fields")
             if type(fields) is tuple and name in fields:
                 return True, tuple.__getitem__(base, fields.index(name))
-    except Exception:
+    except BaseException as caught:
+        contain(caught)
         return False, None
     return False, None
 
@@ -400,7 +408,8 @@ def _item(base: Any, key: Any) -> tuple[bool, Any]:
         if type(key) is int and probe.is_a(base, (list, tuple)):
             getter = list.__getitem__ if probe.is_a(base, list) else tuple.__getitem__
             return True, getter(base, key)
-    except Exception:
+    except BaseException as caught:
+        contain(caught)
         return False, None
     return False, None
 

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from ipydevice._debug import contain, failure_line
 from ipydevice.collect import probe
 from ipydevice.collect.namespace import user_namespace
 from ipydevice.collect.paths import format_path
@@ -118,6 +119,19 @@ def inventory(
     """
     if namespace is None:
         namespace = user_namespace()
+    try:
+        with probe.metadata_reads():
+            return _inventory(namespace, names, include_private)
+    except KeyError:
+        raise
+    except BaseException as failure:
+        # What the user's objects raise (SystemExit included) is contained; a
+        # Ctrl-C stops the inventory and reaches the caller.
+        contain(failure)
+        return Inventory(notes=(failure_line("inventory", failure),))
+
+
+def _inventory(namespace: Mapping[str, Any], names: Any, include_private: bool) -> Inventory:
     settings = current()
     scan = Scan(settings)
     if names:
@@ -140,7 +154,8 @@ def _roots(
     roots: list[Entry] = []
     try:
         items = list(namespace.items())
-    except Exception:
+    except BaseException as caught:
+        contain(caught)
         return roots
     for count, (name, value) in enumerate(items):
         if (

@@ -9,6 +9,8 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
+from ipydevice._debug import contain
+
 __all__ = ["user_namespace"]
 
 
@@ -18,7 +20,8 @@ def user_namespace() -> Mapping[str, Any]:
     if ipython is not None:
         try:
             shell = ipython.get_ipython()
-        except Exception:
+        except BaseException as caught:
+            contain(caught)
             shell = None
         if shell is not None:
             return shell.user_ns

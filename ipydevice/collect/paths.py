@@ -17,6 +17,8 @@ import unicodedata
 from collections.abc import Mapping
 from typing import Any, cast
 
+from ipydevice._debug import contain
+
 __all__ = ["assign", "format_path", "is_name", "resolve", "root_name"]
 
 Path = tuple[tuple[str, Any], ...]
@@ -79,7 +81,8 @@ def resolve(path: Path, namespace: Mapping[str, Any]) -> Any:
                 obj = getattr(obj, key)
             else:
                 obj = obj[key]
-        except Exception as exc:
+        except BaseException as exc:
+            contain(exc)
             raise LookupError(f"{format_path(path[: index + 1])} no longer exists") from exc
     return obj
 

@@ -13,8 +13,13 @@ imported it (if they have not, they hold no tensors).
 
 from __future__ import annotations
 
+import contextlib
 import sys
+import time
+from collections.abc import Iterator, Mapping
 from typing import Any, NamedTuple
+
+from ipydevice._debug import contain
 
 __all__ = [
     "TensorFacts",
@@ -36,6 +41,54 @@ _DTYPE_NAMES = {"float": "float32", "double": "float64", "half": "float16", "lon
 
 #: More dimensions than any real tensor has: a longer "shape" is not read.
 _MAX_DIMS = 256
+
+
+@contextlib.contextmanager
+def metadata_reads() -> Iterator[None]:
+    """A scan's metadata reads, with tensor subclasses' ``__torch_function__`` off.
+
+    Reading ``.device`` or ``.shape`` of a tensor subclass goes through its
+    ``__torch_function__`` (a dozen calls per tensor, each the user's code);
+    ``torch._C.DisableTorchFunctionSubclass`` reads them as torch does for a
+    plain tensor. Entered once per diagnosis, inventory or checkup (entering it
+    costs about a microsecond), never per tensor. Without torch, a no-op.
+    """
+    torch = sys.modules.get("torch")
+    disable = getattr(getattr(torch, "_C", None), "DisableTorchFunctionSubclass", None)
+    if disable is None:
+        yield
+        return
+    with disable():
+        yield
+
+
+class Budget:
+    """The wall-clock time a scan may take (``settings.time_budget``), from its start.
+
+    What user code remains (a subclass's Python ``device`` property, a sizes
+    policy of ``__torch_dispatch__``) is asked through the scan's guarded reads;
+    once the time is spent they read nothing more and the scan stops, with one
+    note saying so (:attr:`note`).
+    """
+
+    __slots__ = ("deadline", "note", "seconds")
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.deadline = time.monotonic() + seconds
+        self.note = ""
+
+    def spent(self) -> bool:
+        """True once the time is up (and from then on)."""
+        if self.note:
+            return True
+        if time.monotonic() < self.deadline:
+            return False
+        self.note = (
+            f"stopped after {self.seconds:g} s: what was not read by then is left out or "
+            "shown as ? (the time_budget setting)"
+        )
+        return True
 
 
 def torch_module() -> Any:
@@ -60,7 +113,8 @@ def _torch_class(dotted: tuple[str, ...]) -> Any:
     try:
         for part in dotted:
             base = getattr(base, part)
-    except Exception:
+    except BaseException as caught:
+        contain(caught)
         return None
     _CLASSES[dotted] = (torch, base)
     return base
@@ -75,7 +129,8 @@ def _is_sub(obj: Any, dotted: tuple[str, ...]) -> bool:
         return True
     try:
         return issubclass(kind, base)
-    except Exception:
+    except BaseException as caught:
+        contain(caught)
         return False
 
 
@@ -107,12 +162,86 @@ def is_optimizer(obj: Any) -> bool:
     return _is_sub(obj, _OPTIMIZER)
 
 
+#: type's own descriptors: a class's ``__dict__``, ``__mro__`` and ``__name__`` read
+#: from the type slots, where a metaclass's ``__getattribute__`` or ``__getattr__``
+#: (which may raise, exit or sleep) is never asked.
+_CLASS_DICT = type.__dict__["__dict__"]
+_CLASS_MRO = type.__dict__["__mro__"]
+_CLASS_NAME = type.__dict__["__name__"]
+_ABC_META = type(Mapping)
+
+
+def class_attribute(kind: Any, name: str, default: Any = None) -> Any:
+    """``kind.name`` as stored in the class dicts along its MRO, or ``default``.
+
+    What ``getattr(kind, name)`` finds among the class's own attributes, with no
+    metaclass involved: ``hasattr(cls, ...)`` and ``dataclasses.is_dataclass``
+    run a metaclass's ``__getattribute__`` (which may raise, exit or sleep).
+    Under a metaclass of its own, descriptors are returned as stored (a
+    property, not its value) and no user code runs at all.
+    """
+    meta = type(kind)
+    if meta is type or meta is _ABC_META:
+        # No metaclass hook to go around (the common case): type's own lookup,
+        # at C speed. Only the stored value's own __get__ could run, and what is
+        # asked for (dataclass fields, namedtuple fields, a ``to`` method) is
+        # plain data or a function.
+        try:
+            return getattr(kind, name, default)
+        except BaseException as caught:
+            contain(caught)
+            return default
+    try:
+        mro = _CLASS_MRO.__get__(kind)
+        for base in tuple.__iter__(mro) if type(mro) is tuple else ():
+            namespace = _CLASS_DICT.__get__(base)
+            if name in namespace:
+                return namespace[name]
+    except BaseException as caught:  # not a class
+        contain(caught)
+    return default
+
+
+def class_module(kind: Any) -> str:
+    """``kind.__module__`` from the class's own dict ('' if none or not a str)."""
+    try:
+        module = _CLASS_DICT.__get__(kind).get("__module__", "")
+    except BaseException as caught:
+        contain(caught)
+        return ""
+    return str.__str__(module) if is_a(module, str) else ""
+
+
+def is_dataclass_type(kind: Any) -> bool:
+    """``dataclasses.is_dataclass(kind)`` for a class, without its metaclass."""
+    return class_attribute(kind, "__dataclass_fields__") is not None
+
+
+def dataclass_field_names(kind: Any) -> list[str]:
+    """The field names ``dataclasses.fields(kind)`` gives, read without the
+    metaclass (``fields()`` reads a class attribute through it)."""
+    fields = class_attribute(kind, "__dataclass_fields__")
+    if type(fields) is not dict:
+        return []
+    import dataclasses
+
+    plain = getattr(dataclasses, "_FIELD", None)  # not ClassVar or InitVar pseudo-fields
+    return [
+        name
+        for name, field in dict.items(fields)
+        if type(name) is str
+        and type(field) is dataclasses.Field
+        and (plain is None or field._field_type is plain)  # type: ignore[attr-defined]
+    ]
+
+
 def class_name(obj: Any) -> str:
     """The real class name (``type(obj)``, never a lying ``__class__``)."""
     try:
         # type.__name__ read from the type slot: a metaclass cannot override it.
-        return str(type.__dict__["__name__"].__get__(type(obj)))
-    except Exception:
+        return str(_CLASS_NAME.__get__(type(obj)))
+    except BaseException as caught:
+        contain(caught)
         return UNKNOWN
 
 
@@ -133,7 +262,8 @@ def device_str(device: Any) -> str:
         return name
     try:
         kind, index = device.type, device.index
-    except Exception:
+    except BaseException as caught:
+        contain(caught)
         return UNKNOWN
     if type(kind) is not str:
         return UNKNOWN
@@ -169,17 +299,20 @@ def tensor_facts(tensor: Any) -> TensorFacts:
     notes: list[str] = []
     try:
         device = device_str(tensor.device)
-    except Exception:
+    except BaseException as caught:
+        contain(caught)
         device = UNKNOWN
     try:
         shape = shape_text(_dims(tensor.shape))
-    except Exception:
+    except BaseException as caught:
+        contain(caught)
         shape = UNKNOWN
         notes.append(_unreadable_shape_note(tensor))
     try:
         dtype = _torch_enum(tensor.dtype, "dtype")
         dtype = _DTYPE_NAMES.get(dtype, dtype)
-    except Exception:
+    except BaseException as caught:
+        contain(caught)
         dtype = UNKNOWN
     nbytes = _nbytes(tensor) if shape != UNKNOWN else 0
     layout = _layout(tensor)
@@ -209,7 +342,8 @@ def _plain_tensor_types() -> tuple[type, ...]:
         try:
             _PLAIN[:] = [torch, (torch.Tensor, torch.nn.Parameter)]
             _STRIDED[0] = torch.strided
-        except Exception:
+        except BaseException as caught:
+            contain(caught)
             return ()
     return _PLAIN[1]
 
@@ -236,17 +370,20 @@ def placement(tensor: Any) -> tuple[str, int]:
             nbytes = tensor.nbytes
             if type(nbytes) is int and tensor.layout is _STRIDED[0] and not tensor.is_nested:
                 return device_str(tensor.device), nbytes
-        except Exception:
+        except BaseException as caught:
+            contain(caught)
             pass
     if not is_tensor(tensor):
         return UNKNOWN, 0
     try:
         device = device_str(tensor.device)
-    except Exception:
+    except BaseException as caught:
+        contain(caught)
         device = UNKNOWN
     try:
         _dims(tensor.shape)
-    except Exception:
+    except BaseException as caught:
+        contain(caught)
         return device, 0
     return device, _nbytes(tensor)
 
@@ -301,14 +438,16 @@ _ENUM_NAMES: dict[Any, str] = {}
 def _nbytes(tensor: Any) -> int:
     try:
         return _as_int(tensor.numel()) * _as_int(tensor.element_size())
-    except Exception:
+    except BaseException as caught:
+        contain(caught)
         return 0
 
 
 def _layout(tensor: Any) -> str:
     try:
         layout = _torch_enum(tensor.layout, "layout")
-    except Exception:
+    except BaseException as caught:
+        contain(caught)
         return ""
     if layout == "strided":
         return ""
@@ -319,11 +458,12 @@ def _unreadable_shape_note(tensor: Any) -> str:
     name = class_name(tensor)
     if name.startswith("Uninitialized"):
         return "uninitialized (lazy)"
-    if getattr(type(tensor), "is_nested", None) is not None:
+    if class_attribute(type(tensor), "is_nested") is not None:
         try:
             if tensor.is_nested is True:  # never bool() of what a subclass returns
                 return "nested"
-        except Exception:
+        except BaseException as caught:
+            contain(caught)
             pass
     return "shape unreadable"
 
@@ -332,7 +472,8 @@ def module_dict(module: Any) -> dict[str, Any]:
     """A module's instance ``__dict__``, read without ``__getattr__`` tricks."""
     try:
         found = object.__getattribute__(module, "__dict__")
-    except Exception:
+    except BaseException as caught:
+        contain(caught)
         return {}
     if type(found) is dict:
         return found
@@ -341,7 +482,8 @@ def module_dict(module: Any) -> dict[str, Any]:
         # may be overridden. Copy it through dict's own C-level view instead.
         try:
             return dict(dict.items(found))
-        except Exception:
+        except BaseException as caught:
+            contain(caught)
             return {}
     return {}
 

@@ -19,6 +19,7 @@ import operator
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
+from ipydevice._debug import contain
 from ipydevice.collect import probe
 from ipydevice.collect.entries import (
     Entry,
@@ -72,7 +73,9 @@ class Scan:
         self._warned: set[str] = set()
         self._walk_kinds: dict[int, tuple[type, int, bool]] = {}
         self._tensor_types: set[int] = set()
-        self._facts = FactsCache()
+        #: wall-clock time for the whole scan (see probe.Budget), from now
+        self.budget = probe.Budget(settings.time_budget)
+        self._facts = FactsCache(self.budget, self.notes)
         self._roots: tuple[Mapping[str, Any], list[tuple[str, Any, int]]] | None = None
 
     # -- collecting ---------------------------------------------------------------
@@ -392,14 +395,16 @@ class Scan:
             else:
                 items = list(namespace.items())
                 keys, values = list(map(_FIRST, items)), list(map(_SECOND, items))
-        except Exception:  # a hostile mapping: items() raised, or yielded no pairs
+        except BaseException as caught:  # a hostile mapping: items() raised, or yielded no pairs
+            contain(caught)
             return []
         if len(keys) != len(values):  # changed while read (another thread)
             return []
         types = list(map(type, values))
         try:
             picked = self._picked(values, types, wanted)
-        except Exception:  # a metaclass whose __hash__ raises: one name at a time
+        except BaseException as caught:  # a metaclass whose __hash__ raises: one name at a time
+            contain(caught)
             picked = self._picked_slowly(values, wanted)
         kinds = self._walk_kinds
         out: list[tuple[str, Any, int]] = []
@@ -482,6 +487,10 @@ class Scan:
     def _spent(self) -> bool:
         if self._visits + len(self.entries) >= self.settings.max_objects:
             self._note(_BUDGET_NOTE.format(self.settings.max_objects))
+            return True
+        if self.budget.spent():
+            if self.budget.note not in self.notes:  # (the facts cache may have noted it)
+                self.notes.append(self.budget.note)
             return True
         return False
 

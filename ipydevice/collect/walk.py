@@ -5,11 +5,11 @@ children, read without running user code (no ``__getattr__``, ``__iter__`` or
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
+from ipydevice._debug import contain
 from ipydevice.collect import probe
 from ipydevice.collect.paths import Path, is_key
 
@@ -52,11 +52,13 @@ def is_container(obj: Any) -> bool:
     if issubclass(kind, (dict, list, tuple)):
         return True
     try:
-        if issubclass(kind, Mapping) and callable(getattr(kind, "to", None)):
+        if issubclass(kind, Mapping) and callable(probe.class_attribute(kind, "to")):
             return True
-        # is_dataclass reads a class attribute: a metaclass __getattr__ may raise.
-        return dataclasses.is_dataclass(kind) and not probe.is_a(obj, type)
-    except Exception:
+        # Class attributes read from the class dicts: a metaclass's
+        # __getattribute__ may raise, exit or sleep (is_dataclass would run it).
+        return probe.is_dataclass_type(kind) and not probe.is_a(obj, type)
+    except BaseException as caught:
+        contain(caught)
         return False
 
 
@@ -87,8 +89,9 @@ def walkable(obj: Any) -> bool:
         return True
     kind = type(obj)
     try:
-        return issubclass(kind, (list, tuple, dict, Mapping)) or dataclasses.is_dataclass(kind)
-    except Exception:
+        return issubclass(kind, (list, tuple, dict, Mapping)) or probe.is_dataclass_type(kind)
+    except BaseException as caught:
+        contain(caught)
         return False
 
 
@@ -96,9 +99,10 @@ def container_items(obj: Any, limit: int) -> list[tuple[tuple[str, Any], Any]] |
     """Up to ``limit`` (step, child) pairs of a container, or None if not one."""
     kind = type(obj)
     try:
-        if issubclass(kind, tuple) and hasattr(kind, "_fields"):
+        fields = probe.class_attribute(kind, "_fields") if issubclass(kind, tuple) else None
+        if fields is not None:
             # range() bounds the walk: _fields may be endless, the tuple huge.
-            triples = zip(range(limit), kind._fields, tuple.__iter__(obj), strict=False)
+            triples = zip(range(limit), fields, tuple.__iter__(obj), strict=False)
             named = ((plain_name(name), value) for _, name, value in triples)
             return [(("attr", n), value) for n, value in named if n is not None]
         if issubclass(kind, (list, tuple)):
@@ -113,11 +117,12 @@ def container_items(obj: Any, limit: int) -> list[tuple[tuple[str, Any], Any]] |
             if probe.is_a(data, dict):
                 return [(("item", k), v) for k, v in keyed_items(data, limit)]
             return None
-        if dataclasses.is_dataclass(kind):
-            names = [f.name for f in dataclasses.fields(kind)][:limit]
+        if probe.is_dataclass_type(kind):
+            names = probe.dataclass_field_names(kind)[:limit]
             state = probe.module_dict(obj)
             return [(("attr", n), state[n]) for n in names if n in state]
-    except Exception:
+    except BaseException as caught:
+        contain(caught)
         return None
     return None
 
@@ -166,7 +171,8 @@ def named_items(mapping: Any, limit: int) -> list[tuple[str, Any]]:
             items = list(mapping.items())
             if set(map(type, mapping)) == _STR_ONLY:
                 return items
-        except Exception:  # changed while read, or a key type with a hostile __hash__
+        except BaseException as caught:  # changed while read, or a key type with a hostile __hash__
+            contain(caught)
             pass
     out = []
     for key, value in dict_items(mapping, limit):
@@ -185,7 +191,8 @@ def dict_items(mapping: Any, limit: int) -> list[tuple[Any, Any]]:
     try:
         # dict's own C-level view: a subclass's items() is never called.
         return list(itertools.islice(dict.items(mapping), limit))
-    except Exception:
+    except BaseException as caught:
+        contain(caught)
         pass
     out: list[tuple[Any, Any]] = []  # changed during iteration (another thread)
     try:
@@ -193,7 +200,8 @@ def dict_items(mapping: Any, limit: int) -> list[tuple[Any, Any]]:
             if len(out) >= limit:
                 break
             out.append((key, value))
-    except Exception:
+    except BaseException as caught:
+        contain(caught)
         return out
     return out
 
@@ -243,8 +251,7 @@ def only_usual_attributes(module: Any, state: dict) -> bool:
     known = USUAL_ATTRIBUTES.get(id(kind))
     if known is not None and known[0] is kind:
         return state.keys() <= known[1]
-    module_name = kind.__dict__.get("__module__", "")
-    if not (isinstance(module_name, str) and module_name.startswith("torch.")):
+    if not probe.class_module(kind).startswith("torch."):
         return False
     if all(
         key[:1] == "_" or id(type(value)) in ATOM_IDS
@@ -264,7 +271,8 @@ def public_items(state: Any, limit: int) -> list[tuple[str, Any]]:
     if base and type(state) is dict:
         try:
             extra = state.keys() - base
-        except Exception:  # a key with a hostile __hash__: the plain walk below
+        except BaseException as caught:  # a key with a hostile __hash__: the plain walk below
+            contain(caught)
             extra = None
         if extra is not None:
             # In the __dict__'s order, so that names and reports do not depend on
@@ -298,7 +306,8 @@ def module_base_keys() -> frozenset[Any]:
     if BASE_KEYS[0] is not torch:
         try:
             keys = frozenset(k for k in vars(torch.nn.Module()) if type(k) is str)
-        except Exception:
+        except BaseException as caught:
+            contain(caught)
             keys = frozenset()
         BASE_KEYS[:] = [torch, keys]
     return BASE_KEYS[1]

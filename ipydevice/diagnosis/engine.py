@@ -28,12 +28,13 @@ from ipydevice import (
     render,  # noqa: F401  (registers the views a Diagnosis delegates to)
 )
 from ipydevice import settings as _settings
-from ipydevice._debug import debug_enabled, describe_failure
+from ipydevice._debug import contain, failure_line
 from ipydevice.audits.explain import explaining_audits
 from ipydevice.collect import compiled
 from ipydevice.collect.failing import collect
 from ipydevice.collect.frames import FrameView
 from ipydevice.collect.namespace import user_namespace
+from ipydevice.collect.probe import class_name, metadata_reads
 from ipydevice.collect.scan import Scan
 from ipydevice.diagnosis.advice import advice
 from ipydevice.diagnosis.culprits import Analysis, analyse
@@ -60,10 +61,12 @@ def message_of(exc: BaseException) -> str:
     """``str(exc)`` that survives a broken ``__str__``."""
     try:
         text = str(exc)
-    except Exception:
+    except BaseException as caught:  # the user's exception class: its __str__ may exit
+        contain(caught)
         try:
             text = str(exc.args[0]) if exc.args else ""
-        except Exception:
+        except BaseException as again:
+            contain(again)
             text = ""
     return text
 
@@ -113,6 +116,20 @@ def diagnose(
         exc = last_exception()
     if exc is None:
         return Diagnosis(is_device_error=False, notes=("no exception to diagnose",))
+    try:
+        return _diagnosed(exc, namespace)
+    except BaseException as failure:
+        # What the user's objects raise while read (SystemExit included) is
+        # contained; a Ctrl-C stops the diagnosis and reaches the caller.
+        contain(failure)
+        return Diagnosis(
+            is_device_error=False,
+            exc_type=class_name(exc),
+            notes=(failure_line("diagnosis", failure),),
+        )
+
+
+def _diagnosed(exc: BaseException, namespace: Mapping[str, Any] | None) -> Diagnosis:
     original = exc
     exc, facts = recognise_exception(exc)
     base = _base_fields(exc, facts)
@@ -121,7 +138,7 @@ def diagnose(
     settings = _settings.current()
     views = compiled.failing_frames(original, exc, settings.max_frames)
     try:
-        with _collector_paused():
+        with _collector_paused(), metadata_reads():
             names = namespace if namespace is not None else default_namespace(views)
             scan = collect(views, names, settings)
             analysis = analyse_named(facts, scan, views, names)
@@ -131,14 +148,13 @@ def diagnose(
                 original, message_of(original), names, fixes, settings.max_fixes
             )
             return _snapshot(facts, base, scan, views, analysis, causes, traced, failed)
-    except Exception as failure:
-        if debug_enabled():
-            raise
+    except BaseException as failure:
+        contain(failure)
         return Diagnosis(
             is_device_error=True,
             advice=advice(facts, ""),
             frames=tuple(v.summary for v in views),
-            notes=(describe_failure("diagnosis", failure),),
+            notes=(failure_line("diagnosis", failure),),
             **base,
         )
     finally:
@@ -206,8 +222,6 @@ def _reference(analysis: Analysis) -> str:
 def _module_label(entry: Any) -> str:
     if entry is None:
         return ""
-    from ipydevice.collect.probe import class_name
-
     return f"{entry.name} ({class_name(entry.obj)})"
 
 

@@ -29,7 +29,7 @@ import traceback
 from types import TracebackType
 from typing import Any
 
-from ipydevice._debug import debug_enabled, describe_failure
+from ipydevice._debug import contained
 
 __all__ = [
     "install",
@@ -184,7 +184,9 @@ def _thread_hook(args: Any) -> None:
 
 
 def _report(exc: BaseException, tb: TracebackType | None, *, in_excepthook: bool = False) -> None:
-    try:
+    # Contained, whatever it is (see ipydevice._debug): the traceback is out
+    # already, and the process goes on ending as it would without ipydevice.
+    with contained("report"):
         if exc.__traceback__ is None and tb is not None:
             exc = exc.with_traceback(tb)
         text, plain = _report_texts(exc, in_excepthook=in_excepthook)
@@ -193,10 +195,6 @@ def _report(exc: BaseException, tb: TracebackType | None, *, in_excepthook: bool
             sys.stderr.flush()
         if plain and in_excepthook:  # the error that ends the process: torchrun's root cause
             write_error_file(exc, plain)
-    except Exception as failure:
-        if debug_enabled():
-            raise
-        sys.stderr.write(describe_failure("report", failure) + "\n")
 
 
 def install() -> None:

@@ -59,7 +59,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_magic, magics_class
 from traitlets.config import Configurable
 
-from ipydevice._debug import debug_enabled, describe_failure
+from ipydevice._debug import contain, debug_enabled, describe_failure, failure_line, is_interrupt
 from ipydevice.integrations import ipython_magics as magics
 from ipydevice.integrations.ipython_config import IPyDevice
 from ipydevice.integrations.ipython_display import (
@@ -110,10 +110,9 @@ def _as_usage_error(stage: str, func: Callable[..., _T], *args: Any) -> _T:
         return func(*args)
     except KeyError:
         raise
-    except Exception as failure:
-        if debug_enabled():
-            raise
-        raise UsageError(describe_failure(stage, failure)) from None
+    except BaseException as failure:
+        contain(failure)  # SystemExit too (see ipydevice._debug); Ctrl-C is IPython's
+        raise UsageError(failure_line(stage, failure)) from None
 
 
 def _colors(shell: Any) -> Any:
@@ -239,17 +238,15 @@ class _Hook:
         """
         try:
             return func(*args)
-        except Exception as failure:
-            if debug_enabled():
-                if before:
+        except BaseException as failure:  # contained, whatever it is (ipydevice._debug)
+            if debug_enabled() and not is_interrupt(failure):
+                if before and isinstance(failure, Exception):
                     self.deferred = self.deferred or failure
                     return None
                 raise
+            # A Ctrl-C stops ipydevice's work: letting it through would print
+            # ipydevice's traceback and make it sys.last_value.
             self._report(name, describe_failure(name, failure))
-        except KeyboardInterrupt:
-            # Ctrl-C while ipydevice works: letting it through would print ipydevice's
-            # traceback and make it sys.last_value.
-            self._report(name, f"ipydevice: {name} interrupted")
         return None
 
     def _report(self, name: str, line: str) -> None:
@@ -291,7 +288,7 @@ class _Hook:
     def show_traceback(self, etype: Any, evalue: Any, stb: Any) -> Any:
         """Wraps the shell's ``_showtraceback``: in a kernel, the header of a device
         error goes out first; then the stock method, with the stock arguments."""
-        failure: Exception | None = None
+        failure: BaseException | None = None
         try:
             if (
                 self.active
@@ -302,8 +299,8 @@ class _Hook:
                 and self.in_kernel()
             ):
                 self.show_header(evalue)
-        except Exception as exc:  # the stages report their own; this is a last resort
-            failure = exc
+        except BaseException as exc:  # the stages report their own; this is a last resort
+            failure = exc  # contained (ipydevice._debug), said after the traceback
         shown = self.stock_showtraceback(etype, evalue, stb)
         if failure is not None:
             self._report("header", describe_failure("header", failure))

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from traitlets import Bool, CaselessStrEnum, Int, default, observe
+from traitlets import Bool, CaselessStrEnum, Float, Int, default, observe
 from traitlets.config import Configurable
 
 __all__ = ["SETTING_TRAITS", "IPyDevice"]
@@ -26,6 +26,7 @@ SETTING_TRAITS = (
     "max_modules",
     "max_fixes",
     "show_library_frames",
+    "time_budget",
     "verbosity",
 )
 
@@ -93,6 +94,11 @@ class IPyDevice(Configurable):
     show_library_frames = Bool(help="Also list tensors held only by library frames.").tag(
         config=True
     )
+    time_budget = Float(
+        min=0.001,
+        help="Wall-clock seconds the user code a scan cannot avoid (slow tensor-subclass "
+        "properties) may take; then the scan stops and says so.",
+    ).tag(config=True)
 
     _max_rows_default = _from_settings("max_rows")
     _max_depth_default = _from_settings("max_depth")
@@ -102,6 +108,7 @@ class IPyDevice(Configurable):
     _max_modules_default = _from_settings("max_modules")
     _max_fixes_default = _from_settings("max_fixes")
     _show_library_frames_default = _from_settings("show_library_frames")
+    _time_budget_default = _from_settings("time_budget")
     _verbosity_default = _from_settings("verbosity")
 
     @observe(*SETTING_TRAITS)

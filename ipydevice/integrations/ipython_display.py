@@ -24,7 +24,7 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ipydevice._debug import debug_enabled, describe_failure
+from ipydevice._debug import failure_line
 
 if TYPE_CHECKING:  # pragma: no cover
     from ipydevice.audits.checkup import Checkup
@@ -50,15 +50,11 @@ def guarded(stage: str, func: Callable[..., _T], *args: Any) -> _T | None:
     """Runs one stage; a failure becomes one line on stderr (or is raised when debugging)."""
     try:
         return func(*args)
-    except Exception as failure:
-        if debug_enabled():
-            raise
-        print(describe_failure(stage, failure), file=sys.stderr)
-        return None
-    except KeyboardInterrupt:
-        # Ctrl-C while ipydevice works: the user's traceback is out already. Letting
-        # it through would print ipydevice's traceback and make it sys.last_value.
-        print(f"ipydevice: {stage} interrupted", file=sys.stderr)
+    except BaseException as failure:
+        # Contained, whatever it is (see ipydevice._debug). A Ctrl-C while
+        # ipydevice works stops it: the user's traceback is out already, and
+        # letting it through would print ipydevice's and make it sys.last_value.
+        print(failure_line(stage, failure), file=sys.stderr)
         return None
 
 

@@ -103,6 +103,9 @@ DEVICES_HELP = """::
           max_modules           submodules walked in one module tree
           max_fixes             fixes proposed in one diagnosis
           show_library_frames   also list tensors held only by library frames
+          time_budget           seconds a scan may spend in user code it cannot
+                                avoid (slow tensor-subclass properties); then it
+                                stops and says so (2.0)
 
         Examples: ``%devices``, ``%devices model opt``, ``%devices model.encoder``,
         ``%devices --last``, ``%devices --check``, ``%devices --check model batch opt``,

@@ -27,18 +27,19 @@ def diagnosis_text(item: Any, call: Any) -> str:
     excinfo = getattr(call, "excinfo", None)
     if excinfo is None or call.when != "call":
         return ""
+    from ipydevice._debug import failure_line, is_interrupt
     from ipydevice.integrations.excepthook import report_text
 
     try:
         return report_text(
             excinfo.value, namespace=getattr(getattr(item, "module", None), "__dict__", None)
         )
-    except Exception as failure:  # never turn a test failure into a plugin crash
-        from ipydevice._debug import debug_enabled, describe_failure
-
-        if debug_enabled():
+    except BaseException as failure:  # never turn a test failure into a plugin crash
+        # Contained, SystemExit too (see ipydevice._debug); a Ctrl-C stops the
+        # test run, as it would without ipydevice.
+        if is_interrupt(failure):
             raise
-        return describe_failure("report", failure)
+        return failure_line("report", failure)
 
 
 def add_section(report: Any, text: str) -> None:

@@ -57,7 +57,7 @@ from collections.abc import Callable, Mapping
 from types import FrameType, TracebackType
 from typing import TYPE_CHECKING, Any
 
-from ipydevice._debug import debug_enabled, describe_failure
+from ipydevice._debug import failure_line
 
 if TYPE_CHECKING:  # pragma: no cover
     from ipydevice.collect.frames import FrameView
@@ -408,10 +408,8 @@ class DeviceWarnings:
     def _guarded(func: Callable[..., Any], *args: Any) -> None:
         try:
             func(*args)
-        except Exception as failure:
-            if debug_enabled():
-                raise
-            print(describe_failure("warning panel", failure), file=sys.stderr)
+        except BaseException as failure:  # contained, whatever it is (see ipydevice._debug)
+            print(failure_line("warning panel", failure), file=sys.stderr)
 
 
 def _text(message: Any) -> str:
