@@ -324,6 +324,33 @@ CASES: list[Case] = [
         checks=("y",),
     ),
     Case(
+        id="mlp-layers-in-a-plain-list-in-ipython",
+        xfail="issue 12 class 4: a model whose layers all sit in a plain list is named mlp.weight, and its fix (mlp.to) leaves the cell failing",
+        url="https://runebook.dev/zh/docs/pytorch/generated/torch.nn.modulelist/torch.nn.ModuleList",
+        classes=(4, 7),
+        setup=(
+            """
+            class MyModel(nn.Module):
+                def __init__(self, d, n):
+                    super().__init__()
+                    self.layers = [nn.Linear(d, d)]
+                    for _ in range(n - 1):
+                        self.layers.append(nn.Linear(d, d))
+
+                def forward(self, x):
+                    for layer in self.layers:
+                        x = layer(x)
+                    return x
+            """,
+            "mlp = MyModel(10, 3).to('cuda')\n",
+            "x = torch.randn(4, 10, device='cuda')\n",
+        ),
+        cell="y = mlp(x)\n",
+        culprit="mlp.layers[0]",
+        checks=("y",),
+        shell=True,
+    ),
+    Case(
         id="multitask-heads-in-a-list-on-a-bert-encoder",
         url="https://github.com/Lightning-AI/pytorch-lightning/issues/2984",
         classes=(4,),
