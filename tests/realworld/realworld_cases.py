@@ -562,7 +562,7 @@ CASES: list[Case] = [
     Case(
         id="vgg-classifier-head-replaced-for-transfer-learning",
         xfail="issue 12 class 7: IPython names model.classifier[3] as model[3]",
-        url="https://openillumi.com/en/en-pytorch-cuda-tensor-not-transfer-fix",
+        url="https://deependujha.github.io/pytorch-codes/docs/01-basics/02-concepts/04-transfer-learning",
         classes=(7,),
         setup=(
             """
@@ -587,7 +587,7 @@ CASES: list[Case] = [
     ),
     Case(
         id="resnet-fc-replaced-after-to-in-ipython",
-        url="https://github.com/nshaud/DeepHyperX/issues/54",
+        url="https://theneuralbase.com/pytorch/learn/intermediate/replacing-the-classification-head/",
         classes=(0,),
         setup=(
             """
