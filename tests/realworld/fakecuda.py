@@ -166,8 +166,14 @@ def fake_cuda() -> Iterator[None]:
             return self
         return self.clone(memory_format=memory_format)
 
+    invert = torch.Tensor.__invert__
+
+    def patched_invert(self: torch.Tensor) -> Any:
+        return torch.bitwise_not(self) if _is_fake_cuda(self) else invert(self)
+
     mode = FakeTensorMode(allow_non_fake_inputs=True)
     torch.Tensor.contiguous = patched_contiguous  # type: ignore[method-assign]
+    torch.Tensor.__invert__ = patched_invert  # type: ignore[method-assign]
     torch.Tensor.__getitem__ = patched_getitem  # type: ignore[method-assign,assignment]
     torch.Tensor.__setitem__ = patched_setitem  # type: ignore[method-assign,assignment]
     _BaseDataLoaderIter.__init__ = patched_loader_init  # type: ignore[method-assign]
@@ -184,6 +190,7 @@ def fake_cuda() -> Iterator[None]:
         nn.Module.to, nn.Module.cuda = module_to, module_cuda
         _BaseDataLoaderIter.__init__ = loader_init  # type: ignore[method-assign]
         torch.Tensor.contiguous = contiguous  # type: ignore[method-assign]
+        torch.Tensor.__invert__ = invert  # type: ignore[method-assign]
         torch.Tensor.__getitem__ = getitem  # type: ignore[method-assign]
         torch.Tensor.__setitem__ = setitem  # type: ignore[method-assign]
         torch.set_grad_enabled(grad)

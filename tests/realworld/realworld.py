@@ -57,6 +57,7 @@ class Case:
         checks: expressions the fixed cell leaves in the namespace, each a tensor (or
             a model output with ``.logits``/``.loss``) that must be on ``target``.
         fix_has: text the first fix's code must contain (the user's words).
+        offers: text the code of one of the fixes must contain (a root fix).
         fake: run under fake CUDA (else plain CPU/meta tensors).
         shell: run in IPython's in-process shell, read the panel's diagnosis.
         quiet: a non-device error: the diagnosis must say so.
@@ -74,6 +75,7 @@ class Case:
     target: str = "cuda:0"
     checks: tuple[str, ...] = ()
     fix_has: str = ""
+    offers: str = ""
     fake: bool = True
     shell: bool = False
     quiet: bool = False
@@ -130,7 +132,8 @@ class Outcome:
             f"first fix [{self.fix_scope}] {'runs' if self.fix_ok else 'FAILS'}: {self.problem}",
         ]
         if not self.fix_words_ok:
-            parts.append(f"fix lacks {self.case.fix_has!r}: {self.fix_code!r}")
+            wanted = " / ".join(t for t in (self.case.fix_has, self.case.offers) if t)
+            parts.append(f"fixes lack {wanted!r}: {self.fix_code!r}")
         if not self.clean_ok:
             parts.append("library pass-through frames in the objects table")
         return "; ".join(parts) + "\n" + self.report
@@ -256,6 +259,8 @@ def _score(outcome: Outcome, diagnosis: Diagnosis) -> None:
         first = diagnosis.fixes[0]
         outcome.fix_scope, outcome.fix_code = first.scope, first.code
         outcome.fix_words_ok = not case.fix_has or case.fix_has in first.code
+        if case.offers and not any(case.offers in f.code for f in diagnosis.fixes):
+            outcome.fix_words_ok = False
     else:
         outcome.fix_words_ok = not case.fix_has
     if case.clean:

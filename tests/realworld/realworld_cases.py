@@ -66,7 +66,6 @@ CASES: list[Case] = [
     ),
     Case(
         id="masked-fill-with-a-cpu-mask",
-        xfail="issue 12 class 1: two CPU operands outvote the CUDA tensor the op runs on; the target becomes cpu",
         url="https://github.com/pytorch/pytorch/pull/178684",
         classes=(1,),
         setup="""
@@ -85,7 +84,6 @@ CASES: list[Case] = [
     ),
     Case(
         id="attention-bias-and-mask-on-cpu-in-forward",
-        xfail="issue 12 class 1: the mask that masked_fill failed on is not named first (bias is)",
         url="https://github.com/InfiniTensor/llaisys/pull/11",
         classes=(1,),
         setup="""
@@ -124,7 +122,6 @@ CASES: list[Case] = [
     ),
     Case(
         id="model-left-on-cpu-inputs-on-cuda",
-        xfail="issue 12 class 2: the owner (model, wholly on cpu) is not named; its first layer is",
         url="https://github.com/Comfy-Org/ComfyUI/issues/2363",
         classes=(1,),
         setup="""
@@ -138,7 +135,6 @@ CASES: list[Case] = [
     # -- 2. the culprit's owner: a loss module's buffer ---------------------------------
     Case(
         id="cross-entropy-class-weights-computed-as-w",
-        xfail="issue 12 class 2: names w, not its owner criterion.weight, and offers no fix",
         url="https://github.com/pytorch/pytorch/issues/122757",
         classes=(2,),
         setup="""
@@ -154,7 +150,6 @@ CASES: list[Case] = [
     ),
     Case(
         id="bce-pos-weight-from-label-counts",
-        xfail="issue 12 class 2: names pos_weight, not its owner loss_fcn.pos_weight, and offers no fix",
         url="https://github.com/dmlc/dgl/issues/1840",
         classes=(2,),
         setup="""
@@ -171,7 +166,6 @@ CASES: list[Case] = [
     ),
     Case(
         id="nll-loss-weights-from-numpy",
-        xfail="issue 12 class 2: names class_weights, not its owner loss_fn.weight, and offers no fix",
         url="https://github.com/sacdallago/biotrainer/issues/67",
         classes=(2,),
         setup="""
@@ -188,7 +182,6 @@ CASES: list[Case] = [
     ),
     Case(
         id="bert-classifier-with-weighted-loss",
-        xfail="issue 12 class 2: names weights, not its owner criterion.weight, and offers no fix",
         url="https://github.com/pytorch/pytorch/issues/3879",
         classes=(2,),
         setup=BERT
@@ -209,7 +202,6 @@ CASES: list[Case] = [
     # -- 3. library containers: BatchEncoding, dict batches ------------------------------
     Case(
         id="tokenizer-output-not-moved",
-        xfail="issue 12 class 3: a BatchEncoding is moved key by key, not with inputs = inputs.to(...)",
         url="https://github.com/cisnlp/simalign/issues/16",
         classes=(3,),
         setup=BERT
@@ -224,7 +216,6 @@ CASES: list[Case] = [
     ),
     Case(
         id="gpt2-lm-loss-with-tokenized-batch",
-        xfail="issue 12 class 3: names the first key (attention_mask), not input_ids the embedding consumed; no enc.to()",
         url="https://github.com/yangjianxin1/GPT2-chitchat/issues/8",
         classes=(3,),
         setup=GPT2
@@ -272,7 +263,6 @@ CASES: list[Case] = [
     ),
     Case(
         id="custom-input-object-with-its-own-to",
-        xfail="issue 12 class 3: an object with its own .to() is named inside forward and gets no fix",
         url="https://github.com/schen149/sub-sentence-encoder/issues/1",
         classes=(3,),
         setup="""
@@ -325,7 +315,6 @@ CASES: list[Case] = [
     ),
     Case(
         id="mlp-layers-in-a-plain-list-in-ipython",
-        xfail="issue 12 class 4: a model whose layers all sit in a plain list is named mlp.weight, and its fix (mlp.to) leaves the cell failing",
         url="https://runebook.dev/zh/docs/pytorch/generated/torch.nn.modulelist/torch.nn.ModuleList",
         classes=(4, 7),
         setup=(
@@ -377,7 +366,6 @@ CASES: list[Case] = [
     ),
     Case(
         id="residual-blocks-appended-to-a-list",
-        xfail="issue 12 class 4: names net.blocks[0].fc, not the layer in the plain list net.blocks[0]",
         url="https://github.com/ndrplz/ConvLSTM_pytorch/pull/10",
         classes=(4,),
         setup="""
@@ -413,7 +401,6 @@ CASES: list[Case] = [
     # -- 5. torch.load(map_location='cuda') on a machine without CUDA --------------------
     Case(
         id="torch-load-map-location-cuda",
-        xfail="issue 12 class 5: torch.load(map_location='cuda') without CUDA gets no fix",
         url="https://github.com/pytorch/pytorch/issues/25925",
         classes=(5,),
         setup="""
@@ -429,7 +416,6 @@ CASES: list[Case] = [
     ),
     Case(
         id="torch-load-map-location-device-variable",
-        xfail="issue 12 class 5: torch.load(map_location=device) without CUDA gets no fix",
         url="https://github.com/hkchengrex/Cutie/issues/37",
         classes=(5,),
         setup="""
@@ -446,7 +432,6 @@ CASES: list[Case] = [
     ),
     Case(
         id="load-state-dict-from-cuda-location",
-        xfail="issue 12 class 5: torch.load(map_location='cuda:0') without CUDA gets no fix",
         url="https://github.com/Sujit-O/pykg2vec/issues/223",
         classes=(5,),
         setup="""
@@ -480,7 +465,6 @@ CASES: list[Case] = [
     ),
     Case(
         id="eval-loop-accuracy-with-cpu-targets",
-        xfail="issue 12 class 6: the loop fix moves images only; the cell then fails on targets",
         url="https://github.com/Lightning-AI/pytorch-lightning/issues/2400",
         classes=(6,),
         setup="""
@@ -515,7 +499,6 @@ CASES: list[Case] = [
     ),
     Case(
         id="seq2seq-batch-source-and-target",
-        xfail="issue 12 class 6: the loop fix moves src only; the cell then fails on trg",
         url="https://github.com/SamLynnEvans/Transformer/issues/27",
         classes=(6,),
         setup="""
@@ -535,7 +518,6 @@ CASES: list[Case] = [
     # -- 7. naming in IPython: submodules of Sequential attributes -----------------------
     Case(
         id="vgg-features-layer-replaced-after-to",
-        xfail="issue 12 class 7: IPython names model.features[1] as model[1]",
         url="https://coderoad.ru/54662346/Запутался-о-torch-nn-Sequential",
         classes=(7,),
         setup=(
@@ -561,7 +543,6 @@ CASES: list[Case] = [
     ),
     Case(
         id="vgg-classifier-head-replaced-for-transfer-learning",
-        xfail="issue 12 class 7: IPython names model.classifier[3] as model[3]",
         url="https://deependujha.github.io/pytorch-codes/docs/01-basics/02-concepts/04-transfer-learning",
         classes=(7,),
         setup=(
@@ -614,7 +595,6 @@ CASES: list[Case] = [
     # -- 8. fixes in the user's words; root fixes from cell history ----------------------
     Case(
         id="fix-uses-the-device-variable",
-        xfail="issue 12 class 8: the fix says 'cuda:0', not the user's device variable",
         url="https://github.com/Comfy-Org/ComfyUI/issues/2363",
         classes=(8,),
         setup="""
@@ -629,7 +609,6 @@ CASES: list[Case] = [
     ),
     Case(
         id="fix-uses-the-DEVICE-string",
-        xfail="issue 12 class 8: the fix says 'cuda:0', not the user's DEVICE variable",
         url="https://github.com/wingedsheep/transformer/issues/4",
         classes=(8,),
         setup=GPT2
@@ -645,7 +624,6 @@ CASES: list[Case] = [
     ),
     Case(
         id="hidden-state-made-in-an-earlier-cell",
-        xfail="issue 12 class 8: no root fix at the earlier cell's torch.zeros(...) (device=dev)",
         url="https://github.com/Lightning-AI/pytorch-lightning/issues/3738",
         classes=(8,),
         setup=(
@@ -663,12 +641,12 @@ CASES: list[Case] = [
         cell="out, (h, c) = lstm(x, (h0, c0))\n",
         culprit="h0",
         checks=("out", "h"),
-        fix_has="device=dev",
+        fix_has="h0.to(dev)",
+        offers="h0 = torch.zeros(1, batch_size, 8, device=dev)",
         shell=True,
     ),
     Case(
         id="positional-table-as-a-plain-attribute",
-        xfail="issue 12 class 8: the register_buffer root fix ranks below the stopgap move",
         url="https://github.com/wingedsheep/transformer/issues/4",
         classes=(8,),
         setup="""
@@ -696,7 +674,6 @@ CASES: list[Case] = [
     # -- 9. noise: library pass-through frames stay out of the objects table ------------
     Case(
         id="llama-forward-table-without-wrapper-frames",
-        xfail="issue 12 class 9: transformers' wrapper frames fill the objects table",
         url="https://github.com/huggingface/peft/issues/776",
         classes=(9,),
         setup=LLAMA
@@ -711,7 +688,6 @@ CASES: list[Case] = [
     ),
     Case(
         id="peft-lora-model-with-cpu-inputs",
-        xfail="issue 12 class 9: transformers' and peft's pass-through frames fill the objects table",
         url="https://github.com/huggingface/peft/issues/1831",
         classes=(3, 9),
         setup=LLAMA
@@ -731,7 +707,6 @@ CASES: list[Case] = [
     ),
     Case(
         id="peft-lora-head-added-after-to",
-        xfail="issue 12 class 2: names model.score.weight, not the module model.score it belongs to",
         url="https://github.com/huggingface/trl/issues/1016",
         classes=(9,),
         setup=GPT2
