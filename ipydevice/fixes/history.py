@@ -32,7 +32,7 @@ def spell(target: str) -> str:
 
 
 #: Notebook cells looked at, latest first, for the line that made a culprit.
-_MAX_CELLS = 200
+_MAX_CELLS = 100
 
 
 def history_fixes(analysis: Analysis, views: list[FrameView]) -> list[Fix]:
@@ -57,6 +57,7 @@ def history_fixes(analysis: Analysis, views: list[FrameView]) -> list[Fix]:
     cells = [f for f in list(linecache.cache) if _is_cell(f) and f != failed][-_MAX_CELLS:]
     found: dict[str, list[ast.Assign | ast.AnnAssign]] = {}
     sources: dict[str, list[str]] = {}
+    trees: dict[str, ast.AST | None] = {}
     for name in dict.fromkeys(n for n in names if n.isidentifier()):
         for filename in reversed(cells):
             lines = sources.get(filename)
@@ -65,9 +66,15 @@ def history_fixes(analysis: Analysis, views: list[FrameView]) -> list[Fix]:
                     ln if ln.endswith("\n") else ln + "\n" for ln in linecache.getlines(filename)
                 ]
                 sources[filename] = lines
-            try:
-                tree = ast.parse("".join(lines))
-            except (SyntaxError, ValueError):
+            if name not in "".join(lines):
+                continue  # parsed only when the name is in it at all
+            if filename not in trees:
+                try:
+                    trees[filename] = ast.parse("".join(lines))
+                except (SyntaxError, ValueError):
+                    trees[filename] = None
+            tree = trees[filename]
+            if tree is None:
                 continue
             stmt = _last_assignment(tree, name, len(lines) + 1)
             if stmt is None:
