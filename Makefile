@@ -15,7 +15,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) "$(TORCH)"
 	# The developer tools (ruff, mypy, build, twine) are the `dev` dependency group
 	# (pip 25.1 or later reads it), not part of the published extras.
-	$(PY) -m pip install -q -e ".[test,notebook,browser]" --group dev
+	$(PY) -m pip install -q -e ".[test,notebook,browser,realworld]" --group dev
 	touch $@
 
 install: $(VENV)/.installed

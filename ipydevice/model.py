@@ -286,6 +286,8 @@ class Diagnosis:
         argument: the argument the message names (``mat1``, ``index``, ``weight``).
         op: the operation the message names.
         target: the device things should move to (``cuda:0``), or empty.
+        target_reason: why that device, in one line ("cuda:0: where `model`'s
+            parameters are"), or empty.
         advice: one sentence of advice for this family, from the message alone.
         reference: the object already on the target, usually the model (``model``).
         failing_module: the module whose forward failed (``model.fc (Linear)``).
@@ -307,6 +309,7 @@ class Diagnosis:
     argument: str | None = None
     op: str | None = None
     target: str = ""
+    target_reason: str = ""
     advice: str = ""
     reference: str = ""
     failing_module: str = ""

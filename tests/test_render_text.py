@@ -191,7 +191,8 @@ def test_a_message_without_a_traceback_is_shown() -> None:
     d = ipydevice.diagnose(RuntimeError("Tensor for argument input is on cpu but expected on mps"))
     text = render_diagnosis(d)
     assert "RuntimeError: Tensor for argument input is on cpu but expected on mps" in text
-    assert text.count("mps") == 3  # the advice (twice: Apple's GPU, .to('mps')) and the message
+    # the advice (twice: Apple's GPU, .to('mps')), the target's reason and the message
+    assert text.count("mps") == 4
 
 
 # -- verbosity -----------------------------------------------------------------------------

@@ -107,7 +107,8 @@ def test_dataloader_batch_not_moved_inside_the_loop():
     assert culprit_names(d) == ["xb"]
     # The loop rebinds xb on every run: moving it in the namespace would not last.
     assert scopes(d)[0] == "cell"
-    assert "    xb = xb.to('meta')\n    out = model(xb)" in d.fixes[0].code
+    # Every tensor the loop gives the cell moves, yb too: the whole cell runs.
+    assert "    xb = xb.to('meta')\n    yb = yb.to('meta')\n    out = model(xb)" in d.fixes[0].code
     verify_fixes(setup, failing, d)
 
 
@@ -205,12 +206,11 @@ def test_tensor_attribute_not_registered_as_buffer():
     assert d.target == "meta"
     assert culprit_names(d) == ["model.cache"]
     assert d.culprits[0].kind == "attribute"
-    assert d.fixes[0].code == "model.cache = model.cache.to('meta')"
+    # The root fix ranks above the stopgap move, which is offered next.
+    assert d.fixes[1].code == "model.cache = model.cache.to('meta')"
     source = [f for f in d.fixes if f.scope == "source"]
-    assert (
-        source
-        and "self.register_buffer('cache', torch.randn(10), persistent=False)" in source[0].code
-    )
+    assert source[0] is d.fixes[0]
+    assert "self.register_buffer('cache', torch.randn(10), persistent=False)" in source[0].code
     assert source[0].lineno > 0 and source[0].location.endswith(f":{source[0].lineno}")
     assert any(c.rule == "unregistered_tensor" for c in d.causes)
     verify_fixes(SEED_004, failing, d)
@@ -238,9 +238,11 @@ def test_layers_in_a_plain_list():
     _, d = scenario(PLAIN_LIST, failing)
     assert d.target == "meta"
     assert culprit_names(d)[0] == "model.layers[0]"
-    assert d.fixes[0].code == "for m in model.layers:\n    m.to('meta')"
+    # The root fix (nn.ModuleList) first, then the move that works now.
+    assert d.fixes[1].code == "for m in model.layers:\n    m.to('meta')"
     source = [f for f in d.fixes if f.scope == "source"]
-    assert source and "nn.ModuleList([nn.Linear(4, 4) for _ in range(2)])" in source[0].code
+    assert source[0] is d.fixes[0]
+    assert "nn.ModuleList([nn.Linear(4, 4) for _ in range(2)])" in source[0].code
     assert any(c.rule == "plain_list" for c in d.causes)
     verify_fixes(PLAIN_LIST, failing, d)
 

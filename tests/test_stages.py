@@ -60,11 +60,11 @@ def test_a_family_chooses_its_own_target() -> None:
     numpy = recognise("can't convert meta device type tensor to numpy.")
     assert numpy.family == "numpy_conversion"
     analysis = analyse(numpy, _scan(x=torch.empty(2, device="meta")), [])
-    assert choose_target(numpy, _scan(), analysis, []) == "cpu"
+    assert choose_target(numpy, _scan(), analysis, []) == ("cpu", "NumPy arrays live on the CPU")
     load = recognise(
         "Attempting to deserialize object on CUDA device 1 but torch.cuda.device_count() is 1."
     )
-    assert choose_target(load, _scan(), analysis, []) == "cuda:0"
+    assert choose_target(load, _scan(), analysis, [])[0] == "cuda:0"
 
 
 def test_same_device_reads_a_bare_type_as_its_first_device() -> None:

@@ -141,6 +141,8 @@ class Entry:
     kind: str
     parent_kind: str = ""
     operand: bool = False
+    #: an argument of the library function that failed (``input`` of F.embedding)
+    consumed: bool = False
     on_line: bool = False
     is_index: bool = False
     order: int = 0
@@ -149,6 +151,8 @@ class Entry:
     user: bool = False
     frame: int = 1_000
     container: Any = None
+    #: another name the user holds it under (``w`` for ``criterion.weight``)
+    alias: str = ""
     module: ModuleView | None = None
     optimizer: OptimizerView | None = None
     _facts: TensorFacts | None = None

@@ -25,12 +25,17 @@ def collect(
     scan = Scan(settings)
     user_indexes = [i for i, v in enumerate(views) if v.is_user]
     innermost_user = user_indexes[-1] if user_indexes else -1
+    # The call that failed: the innermost frame, and the innermost module forward.
+    forwards = [
+        i for i, v in enumerate(views) if not v.is_user and v.frame.f_code.co_name == "forward"
+    ]
+    failing = {len(views) - 1, forwards[-1] if forwards else -1}
     for index in range(len(views) - 1, -1, -1):
         view = views[index]
         if view.is_user:
             _collect_user_frame(scan, view, index, innermost=index == innermost_user)
         elif index > innermost_user:
-            _collect_library_frame(scan, view)
+            _collect_library_frame(scan, view, consumed=index in failing)
     scan.name_from(namespace, deep=False)  # deeper names: engine.name_in_depth
     return scan
 
@@ -55,13 +60,19 @@ def _collect_user_frame(scan: Scan, view: FrameView, index: int, innermost: bool
         scan.add(value, (("local", name),), view.label, user=True)
 
 
-def _collect_library_frame(scan: Scan, view: FrameView) -> None:
-    """Library frames add the module or optimizer they run and, for module and
-    ``torch.nn.functional`` calls, the tensors passed in; torch's deeper
-    internals only hold temporaries the user never named."""
+def _collect_library_frame(scan: Scan, view: FrameView, consumed: bool = False) -> None:
+    """Library frames add the module or optimizer they run and, for module
+    ``forward`` and ``torch.nn.functional`` calls, the tensors passed in (those of
+    the call that failed are ``consumed``); torch's deeper internals only hold
+    temporaries the user never named."""
     owner = view.self_object
     if owner is not None and (probe.is_module(owner) or probe.is_optimizer(owner)):
         scan.add(owner, (("local", "self"),), view.label)
+        if probe.is_module(owner) and view.frame.f_code.co_name != "forward":
+            # Module._call_impl, transformers' output-capturing wrappers, accelerate's
+            # hooks: they pass the call's arguments through (``kwargs in wrapper``)
+            # and add nothing the forward frames do not show.
+            return
     elif not _is_functional(view):
         return
     for name, value in view.arguments():
@@ -69,9 +80,15 @@ def _collect_library_frame(scan: Scan, view: FrameView) -> None:
             items = tuple.__iter__(value) if probe.is_a(value, tuple) else list.__iter__(value)
             for index, item in zip(range(scan.settings.max_items), items, strict=False):
                 if probe.is_tensor(item):
-                    scan.add(item, (("local", f"{name}[{index}]"),), view.label, operand=True)
+                    scan.add(
+                        item,
+                        (("local", f"{name}[{index}]"),),
+                        view.label,
+                        operand=True,
+                        consumed=consumed,
+                    )
         else:
-            scan.add(value, (("local", name),), view.label, operand=True)
+            scan.add(value, (("local", name),), view.label, operand=True, consumed=consumed)
 
 
 def _is_functional(view: FrameView) -> bool:

@@ -307,7 +307,7 @@ def line_operands(view: FrameView) -> list[tuple[str, Any, bool]]:
     if found is None:
         return []
     stmt, _ = found
-    out: list[tuple[str, Any, bool]] = []
+    out: list[tuple[tuple[int, int], str, Any, bool]] = []
     index_nodes = _index_nodes(stmt)
     for part in header_nodes(stmt):
         inner = {
@@ -322,8 +322,12 @@ def line_operands(view: FrameView) -> list[tuple[str, Any, bool]]:
                 resolved = _resolvable(node, view.frame)
                 if resolved is not None:
                     chain, value = resolved
-                    out.append((_text(chain), value, id(node) in index_nodes))
-    return out
+                    where = (getattr(node, "lineno", 0), getattr(node, "col_offset", 0))
+                    out.append((where, _text(chain), value, id(node) in index_nodes))
+    # In the order Python evaluates them (source order), not ast.walk's breadth first:
+    # ``scores.masked_fill(mask, ...) + bias`` meets ``mask`` before ``bias``.
+    out.sort(key=lambda item: item[0])
+    return [(text, value, is_index) for _, text, value, is_index in out]
 
 
 def _resolvable(node: ast.AST, frame: FrameType) -> tuple[ast.AST, Any] | None:

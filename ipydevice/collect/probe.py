@@ -323,6 +323,15 @@ def tensor_facts(tensor: Any) -> TensorFacts:
     return TensorFacts(device, shape, dtype, nbytes, ", ".join(n for n in notes if n))
 
 
+def tensor_base(tensor: Any) -> Any:
+    """The tensor a view was made from (``ids.view(-1, n)`` -> ``ids``), or None.
+    Metadata only: ``_base`` is a pointer, no data is read."""
+    try:
+        return tensor._base if is_tensor(tensor) else None
+    except Exception:
+        return None
+
+
 def shape_text(dims: tuple[int, ...]) -> str:
     """``(3, 4)``, ``(3,)`` or ``()`` for a 0-dim tensor."""
     text = _SHAPES.get(dims)

@@ -42,6 +42,7 @@ from ipydevice.collect.walk import (
     container_items,
     held_modules,
     is_container,
+    is_to_batch,
     kind_of,
     module_children,
     named_items,
@@ -52,7 +53,16 @@ from ipydevice.collect.walk import (
 from ipydevice.model import ObjectRecord
 from ipydevice.settings import Settings
 
-__all__ = ["SKIP_NAMES", "Entry", "ModuleView", "OptimizerView", "Scan", "record_of", "shares_of"]
+__all__ = [
+    "SKIP_NAMES",
+    "Entry",
+    "ModuleView",
+    "OptimizerView",
+    "Scan",
+    "descends",
+    "record_of",
+    "shares_of",
+]
 
 #: Namespace names that are IPython's own bookkeeping, never the user's objects.
 SKIP_NAMES = frozenset({"In", "Out", "exit", "quit", "get_ipython"})
@@ -85,13 +95,16 @@ class Scan:
         entry = self.entries.get(id(obj))
         if entry is not None:
             entry.operand |= bool(flags.get("operand"))
+            entry.consumed |= bool(flags.get("consumed"))
             entry.on_line |= bool(flags.get("on_line"))
             entry.is_index |= bool(flags.get("is_index"))
             entry.frame = min(entry.frame, int(flags.get("frame", 1_000)))
             if flags.get("user") and not entry.user and not entry.named and not entry.parent_kind:
                 # A user's frame names it better than torch's (``batch in predict``
-                # rather than ``input in Linear.forward``).
-                entry.path, entry.where, entry.user = path, where, True
+                # rather than ``input in Linear.forward``); what it holds follows.
+                for _, other in self._rebase(entry, path):
+                    other.where = where
+                entry.where, entry.user = where, True
             return entry
         kind = kind_of(obj)
         if kind is None:
@@ -271,6 +284,11 @@ class Scan:
             wanted &= only
         if not wanted:
             return
+        # A module's buffer or parameter the user also holds under a name of their own
+        # (``w`` of ``nn.CrossEntropyLoss(weight=w)``) is named through its owner
+        # (``criterion.weight``), which is what moves it; the own name is an alias,
+        # and the name when the owner has none.
+        deferred: list[tuple[Entry, str]] = []
         if not deep:
             found = self._namespace_items(namespace, wanted)
             # A deep search of the same namespace (later in this diagnosis) starts
@@ -278,7 +296,11 @@ class Scan:
             self._roots = (namespace, [item for item in found if item[2] == WALK])
             for name, value, _ in found:
                 if id(value) in wanted:  # (two names for one object: the first wins)
-                    wanted -= self._rename(self.entries[id(value)], (("name", name),))
+                    entry = self.entries[id(value)]
+                    if _owned_part(entry):
+                        entry.alias = entry.alias or name
+                        continue
+                    wanted -= self._rename(entry, (("name", name),))
             return
         # Objects are named when first reached (breadth first: by their shortest
         # path). Only objects with something below them (containers, modules,
@@ -297,7 +319,12 @@ class Scan:
         for name, value, category in roots:
             key = id(value)
             if key in wanted and category != SKIP:
-                wanted -= self._rename(self.entries[key], (("name", name),))
+                entry = self.entries[key]
+                if _owned_part(entry):
+                    entry.alias = entry.alias or name
+                    deferred.append((entry, name))
+                else:
+                    wanted -= self._rename(entry, (("name", name),))
             if key in queued or category != WALK:
                 continue
             if len(queue) >= room:
@@ -328,7 +355,9 @@ class Scan:
                     for step, child in self._children(obj, path)
                     if id(type(child)) not in ATOM_IDS  # an int is never wanted, holds nothing
                 )
-                container = obj if is_container(obj) else None
+                # (a batch object with its own .to() holds its tensors too: the fix
+                # moves it whole)
+                container = obj if is_container(obj) or is_to_batch(obj) else None
             for steps, child in children:
                 key = id(child)
                 if key in wanted:
@@ -345,6 +374,9 @@ class Scan:
                 queued.add(key)
                 queue.append((child, (*path, *steps), below))
                 room -= 1
+        for entry, name in deferred:
+            if not entry.named:  # its owner has no name of its own: the user's name it is
+                self._rename(entry, (("name", name),))
         if dropped and wanted:
             self._note(_BUDGET_NOTE.format(self.settings.max_objects))
 
@@ -450,18 +482,19 @@ class Scan:
         """Gives ``entry`` the path ``path``, and the unnamed entries it holds
         (recorded under its old path) the same prefix; returns those."""
         old = entry.path
-        entry.path = path
         size = len(old)
-        moved = []
-        for key, other in self.entries.items():
-            if (
-                other is not entry
-                and not other.named
-                and other.path[:size] == old
-                and _descends(other, entry)
-            ):
-                other.path = (*path, *other.path[size:])
-                moved.append((key, other))
+        # Decided on the paths as they were, then moved: a chain is checked link by link.
+        moved = [
+            (key, other)
+            for key, other in self.entries.items()
+            if other is not entry
+            and not other.named
+            and other.path[:size] == old
+            and _held_along(other, entry)
+        ]
+        entry.path = path
+        for _, other in moved:
+            other.path = (*path, *other.path[size:])
         return moved
 
     # -- children of one object -------------------------------------------------------
@@ -526,7 +559,27 @@ def _unremarkable_part(entry: Entry) -> bool:
     return entry.device == owner.module.majority()
 
 
-def _descends(entry: Entry, ancestor: Entry) -> bool:
+def _owned_part(entry: Entry) -> bool:
+    """A module's registered tensor, reached from that module."""
+    return entry.parent_kind == "module" and entry.owner is not None and entry.kind != "attribute"
+
+
+def _held_along(entry: Entry, ancestor: Entry) -> bool:
+    """``entry`` is held by ``ancestor`` along its path: each owner on the way up
+    has a path that begins the path of what it holds. Frames share names (every
+    method's ``self``): a layer recorded under its Sequential's ``self`` is not
+    under the model's ``self`` just because both paths begin with ``self``."""
+    current, seen = entry, 0
+    while current is not ancestor:
+        owner = current.owner
+        if owner is None or seen >= 64 or current.path[: len(owner.path)] != owner.path:
+            return False
+        current, seen = owner, seen + 1
+    return True
+
+
+def descends(entry: Entry, ancestor: Entry) -> bool:
+    """``ancestor`` is among the owners of ``entry``."""
     seen = 0
     owner = entry.owner
     while owner is not None and seen < 64:

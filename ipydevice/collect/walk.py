@@ -47,6 +47,25 @@ def kind_of(obj: Any) -> str | None:
     return None
 
 
+def _own_to(kind: type) -> bool:
+    """The class defines ``to`` (found in the class dicts along its MRO, no metaclass
+    asked): a batch object whose ``.to()`` returns it moved."""
+    return callable(probe.class_attribute(kind, "to"))
+
+
+def is_to_batch(obj: Any) -> bool:
+    """An object of the user's or a library's with its own ``.to()`` and tensors in
+    its ``__dict__`` (not a tensor, module or optimizer, not a class): naming walks
+    look inside it, and a fix moves it whole (``inputs = inputs.to(device)``)."""
+    return (
+        not probe.is_tensor(obj)
+        and not probe.is_module(obj)
+        and not probe.is_optimizer(obj)
+        and not probe.is_a(obj, type)
+        and _own_to(type(obj))
+    )
+
+
 def is_container(obj: Any) -> bool:
     kind = type(obj)
     if issubclass(kind, (dict, list, tuple)):
@@ -89,7 +108,11 @@ def walkable(obj: Any) -> bool:
         return True
     kind = type(obj)
     try:
-        return issubclass(kind, (list, tuple, dict, Mapping)) or probe.is_dataclass_type(kind)
+        return (
+            issubclass(kind, (list, tuple, dict, Mapping))
+            or probe.is_dataclass_type(kind)
+            or is_to_batch(obj)
+        )
     except BaseException as caught:
         contain(caught)
         return False
@@ -121,6 +144,13 @@ def container_items(obj: Any, limit: int) -> list[tuple[tuple[str, Any], Any]] |
             names = probe.dataclass_field_names(kind)[:limit]
             state = probe.module_dict(obj)
             return [(("attr", n), state[n]) for n in names if n in state]
+        if is_to_batch(obj):
+            state = probe.module_dict(obj)
+            return [
+                (("attr", n), v)
+                for n, v in keyed_items(state, limit)
+                if type(n) is str and n.isidentifier() and not n.startswith("_")
+            ]
     except BaseException as caught:
         contain(caught)
         return None

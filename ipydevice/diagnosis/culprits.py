@@ -16,19 +16,22 @@ parts) are named, so locals that merely sit nearby do not drown the answer.
 
 from __future__ import annotations
 
+import ast
 import os
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from ipydevice import registry
 from ipydevice.collect import probe
-from ipydevice.collect.frames import FrameView
-from ipydevice.collect.scan import Entry, Scan
+from ipydevice.collect.frames import FrameView, failing_statement
+from ipydevice.collect.scan import Entry, Scan, descends
 from ipydevice.diagnosis.family import MessageFacts
 from ipydevice.model import OPTIMIZER_STATE, Finding
 from ipydevice.wording import plural
 
-__all__ = ["Analysis", "Culprit", "analyse", "same_device"]
+__all__ = ["DEVICE_NAMES", "Analysis", "Culprit", "analyse", "device_variable", "same_device"]
 
 _TENSOR_KINDS = ("tensor", "parameter", "buffer", "attribute")
 
@@ -47,6 +50,10 @@ class Analysis:
     """Target, culprits and causes, with live entries for the fixes (transient)."""
 
     target: str = ""
+    #: why the target, in one line ("cuda:0: where `model`'s parameters are")
+    target_reason: str = ""
+    #: the user's variable holding the target (``device``), for the fixes' code
+    device_name: str = ""
     found: list[Culprit] = field(default_factory=list)
     causes_found: list[Culprit] = field(default_factory=list)
     top_module: Entry | None = None
@@ -76,14 +83,17 @@ def analyse(facts: MessageFacts, scan: Scan, views: list[FrameView]) -> Analysis
     analysis = Analysis()
     analysis.failing_module = _failing_module(scan, views)
     analysis.top_module = _top_module(scan)
-    analysis.target = _concrete(choose_target(facts, scan, analysis, views), scan)
+    target, because = choose_target(facts, scan, analysis, views)
+    analysis.target = _concrete(target, scan)
+    if analysis.target and because:
+        analysis.target_reason = f"{analysis.target}: {because}"
     _name_optimizer_state(scan)
     family = registry.family_of(facts.family)
     blamed = family.blame(facts, scan, views, analysis.target) if family and family.blame else None
     if blamed is not None:
         analysis.found = [Culprit(b.finding, [b.entry], owner=b.entry) for b in blamed]
     elif analysis.target:
-        analysis.found = _rank(_find(scan, analysis), analysis)
+        analysis.found = _rank(_find(scan, analysis), analysis, scan)
     if analysis.target == "meta" and not (family and family.about_meta):
         analysis.notes = (
             "meta tensors hold no data: if the model should be real, materialise it "
@@ -119,7 +129,10 @@ def _top_module(scan: Scan) -> Entry | None:
 
     def size(entry: Entry) -> int:
         assert entry.module is not None
-        return len(entry.module.registered)
+        if entry.module.registered:
+            return len(entry.module.registered)
+        # A model whose layers all sit in a plain list (.to() misses them) is a model.
+        return sum(len(members) for _, members, _ in entry.module.plain_lists)
 
     modules = [e for e in _module_entries(scan) if size(e) > 0]
     called = [e for e in modules if e.on_line]
@@ -134,25 +147,44 @@ def _top_module(scan: Scan) -> Entry | None:
 
 def choose_target(
     facts: MessageFacts, scan: Scan, analysis: Analysis, views: list[FrameView]
-) -> str:
-    """The device things should move to (see module docstring)."""
+) -> tuple[str, str]:
+    """The device things should move to, and the evidence, in words.
+
+    Evidence, strongest first: the family's own rule (``torch.load`` on a machine
+    without that device, NumPy wanting the CPU), an optimizer's parameters, a
+    dispatched model's first device, the parameters of the model taking part (or,
+    for a model wholly on the CPU fed accelerator data, the data), the device the
+    message expects, the tensor the failing call was made on. With no evidence
+    either way an accelerator wins over the CPU: a majority of operands never
+    decides between them (a CPU mask and a CPU cache do not outvote the attention
+    scores on the GPU).
+    """
     family = registry.family_of(facts.family)
     chosen = family.target(facts, views) if family is not None and family.target else ""
     if chosen:
-        return chosen
+        assert family is not None
+        return chosen, family.target_reason or f"what a {family.id} error needs"
     optimizer_target = _optimizer_target(scan)
     if optimizer_target:
-        return optimizer_target
+        return optimizer_target, "where the optimizer's parameters are"
     top = analysis.top_module
     if top is not None and top.module is not None:
+        name = f"`{top.name}`"
         if top.module.dispatch_device:
-            return top.module.dispatch_device
-        chosen = _model_target(top, scan)
+            return top.module.dispatch_device, f"the first device of {name}'s device map"
+        chosen, from_data = _model_target(top, scan)
         if chosen:
-            return chosen
-    if facts.expected:
-        return facts.expected
-    return _operand_majority(scan, facts)
+            if from_data:
+                return chosen, f"where the data is ({name} is wholly on cpu)"
+            return chosen, f"where {name}'s parameters are"
+    if facts.expected and facts.expected != "cpu":
+        return facts.expected, "the device the error message expects"
+    # A message's "expected device cpu" only says which operand PyTorch checked
+    # first; the tensor the call was made on, or an accelerator, says more.
+    target, because = _operand_evidence(scan, facts, views)
+    if facts.expected and (not target or target == "cpu"):
+        return facts.expected, "the device the error message expects"
+    return target, because
 
 
 def _optimizer_target(scan: Scan) -> str:
@@ -166,11 +198,12 @@ def _optimizer_target(scan: Scan) -> str:
     return ""
 
 
-def _model_target(top: Entry, scan: Scan) -> str:
+def _model_target(top: Entry, scan: Scan) -> tuple[str, bool]:
+    """The model's device, and whether the data decided it (a model on the CPU)."""
     assert top.module is not None
     majority = top.module.majority()
     if majority != "cpu":
-        return majority
+        return majority, False
     # A model wholly on the CPU fed data that sits on one accelerator: the user
     # most likely forgot model.to(device), so the accelerator is the target.
     others = {
@@ -180,22 +213,66 @@ def _model_target(top: Entry, scan: Scan) -> str:
     }
     others.discard("cpu")
     if len(top.module.shares()) == 1 and len(others) == 1:
-        return others.pop()
-    return majority
+        return others.pop(), True
+    return majority, False
 
 
-def _operand_majority(scan: Scan, facts: MessageFacts) -> str:
+def _operand_evidence(scan: Scan, facts: MessageFacts, views: list[FrameView]) -> tuple[str, str]:
+    """No model and no expected device: the tensor the failing call was made on
+    (``scores`` of ``scores.masked_fill(mask, ...)``), else an accelerator among
+    the operands over the CPU, else the operands' majority."""
     counts: Counter[str] = Counter()
+    first: dict[str, Entry] = {}
     for entry in scan.entries.values():
         if entry.kind in _TENSOR_KINDS and (entry.operand or entry.on_line):
-            device, shape, *_ = entry.facts
+            device, shape = entry.facts.device, entry.facts.shape
             if shape != "()" and device != "?":
                 counts[device] += 1
+                first.setdefault(device, entry)
+    receiver = _receiver(scan, views)
+    if receiver is not None and receiver.device not in ("?", "cpu"):
+        return (
+            receiver.device,
+            f"where `{receiver.name}`, the tensor the failing call was made on, is",
+        )
     if counts:
+        accelerators = [d for d in counts if d not in ("cpu", "meta")] or [
+            d for d in counts if d != "cpu"
+        ]
+        if accelerators and "cpu" in counts:
+            best = max(accelerators, key=lambda d: counts[d])
+            return (
+                best,
+                f"the accelerator among the devices involved (`{first[best].name}` is there)",
+            )
         ranked = sorted(counts, key=lambda d: (-counts[d], d == "cpu", d))
-        return ranked[0]
+        return ranked[0], f"where most tensors involved are (`{first[ranked[0]].name}` is there)"
     accelerators = [d for d in facts.devices if d not in ("cpu", "gpu")]
-    return accelerators[0] if accelerators else (facts.devices[0] if facts.devices else "")
+    if accelerators:
+        return accelerators[0], "the accelerator the error message names"
+    return (facts.devices[0], "the device the error message names") if facts.devices else ("", "")
+
+
+def _receiver(scan: Scan, views: list[FrameView]) -> Entry | None:
+    """The tensor a method call on the innermost user frame's failing line is made
+    on (``scores`` in ``scores.masked_fill(mask, v)``), when one is an operand."""
+    user = [v for v in views if v.is_user]
+    if not user:
+        return None
+    found = failing_statement(user[-1])
+    if found is None:
+        return None
+    by_name = {
+        str(e.path[0][1]): e
+        for e in scan.entries.values()
+        if e.kind in _TENSOR_KINDS and e.on_line and len(e.path) == 1
+    }
+    for node in ast.walk(found[0]):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            receiver = node.func.value
+            if isinstance(receiver, ast.Name) and receiver.id in by_name:
+                return by_name[receiver.id]
+    return None
 
 
 def _concrete(target: str, scan: Scan) -> str:
@@ -237,11 +314,25 @@ def _find(scan: Scan, analysis: Analysis) -> list[Culprit]:
     found: list[Culprit] = []
     state_ids = _optimizer_state_ids(scan)
     grouped: set[int] = set()
+    modules = []
     for entry in _module_entries(scan):
         culprit = _module_culprit(entry, target, scan, analysis)
         if culprit is not None:
-            found.append(culprit)
+            modules.append(culprit)
             grouped.update(id(e.obj) for e in culprit.entries)
+    # A block wholly off the target is named, not each of its layers: a layer held
+    # in a plain list, or a block of several layers (a head added after .to()).
+    listed = {id(m) for e in _module_entries(scan) for _, ms, _ in _plain(e) for _, m in ms}
+    blocks = [
+        c.owner
+        for c in modules
+        if c.owner is not None and (id(c.owner.obj) in listed or _layers(c.owner) > 1)
+    ]
+    found.extend(
+        c
+        for c in modules
+        if c.owner is None or not any(o is not c.owner and descends(c.owner, o) for o in blocks)
+    )
     for entry in scan.entries.values():
         if (
             entry.kind not in _TENSOR_KINDS
@@ -251,6 +342,8 @@ def _find(scan: Scan, analysis: Analysis) -> list[Culprit]:
             continue
         why = _tensor_problem(entry, target)
         if why:
+            if entry.alias and entry.alias != entry.name:
+                why += f" (also held as `{entry.alias}`)"
             found.append(Culprit(_finding(entry, why, target), [entry]))
     for entry in scan.entries.values():
         if entry.optimizer is not None:
@@ -259,6 +352,16 @@ def _find(scan: Scan, analysis: Analysis) -> list[Culprit]:
                 found.append(culprit)
     # A container is not blamed: its misplaced items are, by name.
     return [c for c in found if c.entries[0].kind != "container"]
+
+
+def _plain(entry: Entry) -> list[Any]:
+    return entry.module.plain_lists if entry.module is not None else []
+
+
+def _layers(entry: Entry) -> int:
+    """How many of a module's submodules (itself included) hold its tensors."""
+    assert entry.module is not None
+    return len({rel[:-1] for rel, _, _ in entry.module.registered})
 
 
 def _optimizer_state_ids(scan: Scan) -> set[int]:
@@ -315,8 +418,11 @@ def _module_culprit(entry: Entry, target: str, scan: Scan, analysis: Analysis) -
         return None
     off_devices = sorted({probe.tensor_facts(t).device for _, t, _ in off})
     has_params = any(kind == "parameter" for _, _, kind in view.registered)
-    if len(off) == len(view.registered) and entry is not analysis.top_module and has_params:
-        why = f"all its parameters and buffers are on {', '.join(off_devices)}, the rest of the model on {target}"
+    if len(off) == len(view.registered) and has_params:
+        if entry is analysis.top_module:
+            why = f"all its parameters and buffers are on {', '.join(off_devices)}, the data it is given on {target}"
+        else:
+            why = f"all its parameters and buffers are on {', '.join(off_devices)}, the rest of the model on {target}"
         if (
             entry.named
             and analysis.top_module is not None
@@ -369,16 +475,36 @@ def _from_user(culprit: Culprit) -> bool:
     return entry is not None and (entry.named or entry.user or entry.parent_kind == "module")
 
 
-def _rank(found: list[Culprit], analysis: Analysis) -> list[Culprit]:
-    def score(culprit: Culprit) -> tuple[int, int, int]:
+def _consumed(scan: Scan) -> set[int]:
+    """Ids of the tensors the failing library call took, and of what they are views
+    of: ``batch['input_ids']`` when the embedding failed on ``input_ids.view(-1, n)``."""
+    ids: set[int] = set()
+    for entry in scan.entries.values():
+        if entry.consumed and entry.kind in _TENSOR_KINDS:
+            ids.add(id(entry.obj))
+            base = probe.tensor_base(entry.obj)
+            if base is not None:
+                ids.add(id(base))
+    return ids
+
+
+def _rank(found: list[Culprit], analysis: Analysis, scan: Scan | None = None) -> list[Culprit]:
+    consumed = _consumed(scan) if scan is not None else set()
+
+    def score(culprit: Culprit) -> tuple[int, int, int, int]:
         entry = culprit.entries[0] if culprit.entries else None
         direct = 0 if entry is not None and (entry.operand or entry.on_line) else 1
-        if culprit.owner is not None and culprit.owner is analysis.failing_module:
+        failing = analysis.failing_module
+        if culprit.owner is not None and (
+            culprit.owner is failing or (failing is not None and descends(failing, culprit.owner))
+        ):
             direct = 0
         if culprit.finding.rule == OPTIMIZER_STATE:
             direct = 0
         named = 0 if culprit.finding.where == "namespace" else 1
-        return (direct, named, entry.order if entry is not None else 0)
+        # Among them, what the failing call took first (the key the embedding consumed).
+        took = 0 if entry is not None and id(entry.obj) in consumed else 1
+        return (direct, took, named, entry.order if entry is not None else 0)
 
     ranked = sorted(found, key=score)
     direct = [c for c in ranked if score(c)[0] == 0]
@@ -392,3 +518,25 @@ def _rank(found: list[Culprit], analysis: Analysis) -> list[Culprit]:
     if direct:
         return direct + structural
     return ranked
+
+
+#: The names users give their device variable, in the order they are looked for.
+DEVICE_NAMES = ("device", "dev", "DEVICE", "torch_device")
+
+
+def device_variable(namespace: Mapping[str, Any], target: str) -> str:
+    """The name of the user's device variable when it holds ``target`` (a
+    ``torch.device`` or a string: ``device = torch.device('cuda')``), else ''."""
+    if not target:
+        return ""
+    for name in DEVICE_NAMES:
+        try:
+            value = namespace.get(name) if isinstance(namespace, dict) else namespace[name]
+        except Exception:
+            continue
+        if value is None or probe.class_name(value) not in ("device", "str"):
+            continue
+        spelled = probe.device_str(value)
+        if spelled and spelled != probe.UNKNOWN and same_device(spelled, target):
+            return name
+    return ""

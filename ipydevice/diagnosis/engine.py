@@ -37,7 +37,7 @@ from ipydevice.collect.namespace import user_namespace
 from ipydevice.collect.probe import class_name, metadata_reads
 from ipydevice.collect.scan import Scan
 from ipydevice.diagnosis.advice import advice
-from ipydevice.diagnosis.culprits import Analysis, analyse
+from ipydevice.diagnosis.culprits import Analysis, analyse, device_variable
 from ipydevice.diagnosis.family import MessageFacts
 from ipydevice.diagnosis.recognise import recognise
 from ipydevice.fixes.propose import propose_fixes
@@ -182,6 +182,7 @@ def analyse_named(
     analysis = analyse(facts, scan, views)
     if name_in_depth(scan, analysis, namespace):
         analysis = analyse(facts, scan, views)
+    analysis.device_name = device_variable(namespace, analysis.target)
     return analysis
 
 
@@ -199,6 +200,7 @@ def _snapshot(
     return Diagnosis(
         is_device_error=True,
         target=analysis.target,
+        target_reason=analysis.target_reason,
         advice=advice(facts, analysis.target),
         reference=_reference(analysis),
         failing_module=_module_label(analysis.failing_module),

@@ -127,7 +127,9 @@ class Family:
         advice: one sentence from the message alone, given ``(facts, target)``;
             by default the generic advice about moving tensors.
         target: the device things should move to, given ``(facts, frames)``,
-            or ``""`` to let the usual rules choose (model, expected device, majority).
+            or ``""`` to let the usual rules choose (the evidence of the objects).
+        target_reason: why the family's target, in words ("NumPy arrays live on
+            the CPU"), for ``Diagnosis.target_reason``.
         blame: the culprits, given ``(facts, scan, frames, target)``, when the
             family knows them better than the usual search (None: search as usual).
         cell_fix: the failed cell rewritten, given ``(facts, cell, target)``, or None.
@@ -143,6 +145,7 @@ class Family:
     wordings: tuple[Wording, ...] = ()
     advice: Advice | None = None
     target: Target | None = None
+    target_reason: str = ""
     blame: BlameHook | None = None
     cell_fix: CellFix | None = None
     audited: tuple[str, ...] = ()

@@ -19,6 +19,8 @@ never executes the code text.
 
 from __future__ import annotations
 
+import ast
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,10 +31,11 @@ from ipydevice.collect.frames import (
 )
 from ipydevice.collect.paths import Path, format_path, is_name
 from ipydevice.collect.scan import Entry, Scan
-from ipydevice.diagnosis.culprits import Analysis, Culprit
+from ipydevice.diagnosis.culprits import Analysis, Culprit, same_device
 from ipydevice.diagnosis.families.meta_device import meta_subtrees
 from ipydevice.diagnosis.family import MessageFacts
 from ipydevice.fixes.cell import Cell, cell_result, failed_cell
+from ipydevice.fixes.history import SPELLING, history_fixes, spell
 from ipydevice.fixes.rewrite import insert_lines_before, parses
 from ipydevice.fixes.source import source_fixes
 from ipydevice.model import OPTIMIZER_STATE, Fix, Step
@@ -57,6 +60,16 @@ def propose_fixes(
     facts: MessageFacts, analysis: Analysis, scan: Scan, views: list[FrameView]
 ) -> tuple[Fix, ...]:
     """Every applicable fix, best first (see module docstring)."""
+    token = SPELLING.set((analysis.target, analysis.device_name))
+    try:
+        return _propose(facts, analysis, scan, views)
+    finally:
+        SPELLING.reset(token)
+
+
+def _propose(
+    facts: MessageFacts, analysis: Analysis, scan: Scan, views: list[FrameView]
+) -> tuple[Fix, ...]:
     target = analysis.target
     if not target:
         return ()
@@ -71,7 +84,13 @@ def propose_fixes(
     cell_fix = _cell_fix(analysis, scan, target, cell)
     if cell_fix is not None and family_fix is None:
         fixes.append(cell_fix)
-    fixes.extend(source_fixes(analysis, scan, views))
+    found, roots = source_fixes(analysis, scan, views)
+    # A root fix (register_buffer, nn.ModuleList) ranks above the moves, which last
+    # only until the model is made again.
+    fixes = roots + fixes + [f for f in found if f not in roots]
+    # device= where an earlier cell made the culprit: beside the moves, not above
+    # them (the move works now, this one when the cells are run again).
+    fixes.extend(history_fixes(analysis, views))
     meta_fix = _meta_note_fix(analysis, target)
     if meta_fix is not None and not any(s.action == "to_empty" for s in plan.steps):
         fixes.append(meta_fix)
@@ -87,7 +106,60 @@ def _plan_moves(analysis: Analysis, scan: Scan, target: str, cell: Cell | None) 
     by_path = {e.path: e for e in scan.entries.values() if e.named}
     for culprit in analysis.found:
         _plan_one(plan, culprit, by_path, target, rebound, scan)
+    if plan.steps and cell is not None:
+        for name in _also_needed(cell, target, loops=False):
+            roots = {n.split(".")[0].split("[")[0] for n in plan.names}
+            if name not in plan.names and name not in roots:
+                step = Step("reassign", (("name", name),), target)
+                plan.add(step, f"{name} = {name}.to({spell(target)})", name)
     return plan
+
+
+def _also_needed(cell: Cell, target: str, loops: bool) -> list[str]:
+    """Tensors the rest of the cell uses, off the target: the loop variables of the
+    loops around the failing statement (``loops``), and names the cell reads from
+    the namespace at or after it. 0-dim tensors (scalars) stay."""
+    stmt = cell.stmt
+    names: list[str] = []
+    if loops:
+        for node in ast.walk(cell.tree):
+            if isinstance(node, (ast.For, ast.AsyncFor)) and _encloses(node, stmt):
+                names += [n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)]
+    free = [
+        node
+        for node in ast.walk(cell.tree)
+        if isinstance(node, ast.Name)
+        and isinstance(node.ctx, ast.Load)
+        and node.id not in cell.bound
+        and getattr(node, "lineno", 0) >= stmt.lineno
+    ]
+    free.sort(key=lambda n: (n.lineno, n.col_offset))
+    names += [n.id for n in free]
+    frame = cell.view.frame
+    out: list[str] = []
+    for name in dict.fromkeys(names):
+        value = _frame_value(frame, name)
+        if not probe.is_tensor(value):
+            continue
+        facts = probe.tensor_facts(value)
+        if facts.shape == "()" or facts.device in ("?", "") or same_device(facts.device, target):
+            continue
+        out.append(name)
+    return out
+
+
+def _frame_value(frame: Any, name: str) -> Any:
+    for scope in (frame.f_locals, frame.f_globals):
+        try:
+            if name in scope:
+                return scope[name]
+        except Exception:
+            return None
+    return None
+
+
+def _encloses(node: ast.AST, inner: ast.stmt) -> bool:
+    return node is not inner and any(child is inner for child in ast.walk(node))
 
 
 def _plan_one(
@@ -104,7 +176,7 @@ def _plan_one(
         if culprit.owner.named and culprit.owner.path[0][0] == "name":
             for path in meta_subtrees(culprit.owner):
                 text = format_path(path)
-                code = f"{text}.to_empty(device={target!r})  # uninitialised: load the weights next"
+                code = f"{text}.to_empty(device={spell(target)})  # uninitialised: load the weights next"
                 plan.add(Step("to_empty", path, target), code, text)
         return
     entries = (
@@ -126,6 +198,11 @@ def _plan_one(
 def _plan_tensor(plan: _Plan, entry: Entry, by_path: dict, target: str) -> None:
     path = entry.path
     container = entry.container
+    if container is None and len(path) == 2 and path[1][0] == "item":
+        # ``inputs['input_ids']`` named through its holder's name: the holder is the batch.
+        holder = by_path.get(path[:1])
+        if holder is not None and probe.is_a(holder.obj, Mapping):
+            container = holder.obj
     if container is not None and len(path) == 2 and _is_batch(container):
         # ``batch['x']``: rebuild (or .to()) the whole batch, as the user would.
         holder = by_path.get(path[:1]) or Entry(
@@ -137,7 +214,7 @@ def _plan_tensor(plan: _Plan, entry: Entry, by_path: dict, target: str) -> None:
         return  # deep inside a tuple: nothing to assign to; the cell fix covers it
     # A plain attribute or item (``batch.inputs`` of a dataclass, ``cfg['x']``).
     text = format_path(path)
-    plan.add(Step("reassign", path, target), f"{text} = {text}.to({target!r})", text)
+    plan.add(Step("reassign", path, target), f"{text} = {text}.to({spell(target)})", text)
 
 
 def _is_batch(obj: Any) -> bool:
@@ -158,26 +235,26 @@ def _plan_container(plan: _Plan, entry: Entry, target: str) -> None:
     text = format_path(entry.path)
     obj = entry.obj
     if not probe.is_a(obj, (dict, list, tuple)) and _has_own_to(obj):
-        plan.add(Step("reassign", entry.path, target), f"{text} = {text}.to({target!r})", text)
+        plan.add(Step("reassign", entry.path, target), f"{text} = {text}.to({spell(target)})", text)
         return
     if probe.is_a(obj, dict):
-        code = f"{text} = {{k: v.to({target!r}) if torch.is_tensor(v) else v for k, v in {text}.items()}}"
+        code = f"{text} = {{k: v.to({spell(target)}) if torch.is_tensor(v) else v for k, v in {text}.items()}}"
         plan.add(Step("mapping", entry.path, target), code, text)
         return
     fields = type(obj).__dict__.get("_fields") if probe.is_a(obj, tuple) else None
     if type(fields) is tuple:
         values = tuple.__iter__(obj)
         moved = ", ".join(
-            f"{f}={text}.{f}.to({target!r})"
+            f"{f}={text}.{f}.to({spell(target)})"
             if is_name(f)
-            else f"**{{{f!r}: getattr({text}, {f!r}).to({target!r})}}"
+            else f"**{{{f!r}: getattr({text}, {f!r}).to({spell(target)})}}"
             for f, v in zip(fields, values, strict=False)
             if probe.is_tensor(v) and isinstance(f, str)
         )
         plan.add(Step("sequence", entry.path, target), f"{text} = {text}._replace({moved})", text)
         return
     opener, closer = ("[", "]") if probe.is_a(obj, list) else ("tuple(", ")")
-    code = f"{text} = {opener}t.to({target!r}) if torch.is_tensor(t) else t for t in {text}{closer}"
+    code = f"{text} = {opener}t.to({spell(target)}) if torch.is_tensor(t) else t for t in {text}{closer}"
     plan.add(Step("sequence", entry.path, target), code, text)
 
 
@@ -190,7 +267,7 @@ def _plan_module(plan: _Plan, entry: Entry, by_path: dict, target: str, scan: Sc
             step = Step("module_to", member_path, target)
             if step not in plan.steps:
                 plan.steps.append(step)
-        plan.code.append(f"for m in {text}:\n    m.to({target!r})")
+        plan.code.append(f"for m in {text}:\n    m.to({spell(target)})")
         plan.names.append(text)
         return
     owner = _outermost_module(entry, by_path)
@@ -201,11 +278,11 @@ def _plan_module(plan: _Plan, entry: Entry, by_path: dict, target: str, scan: Sc
         # and only the meta part must be materialised, not the real weights around it.
         path = _meta_subtree(entry, owner)
         text = format_path(path)
-        code = f"{text}.to_empty(device={target!r})  # uninitialised: load the weights next"
+        code = f"{text}.to_empty(device={spell(target)})  # uninitialised: load the weights next"
         plan.add(Step("to_empty", path, target), code, text)
         return
     text = format_path(owner.path)
-    plan.add(Step("module_to", owner.path, target), f"{text}.to({target!r})", text)
+    plan.add(Step("module_to", owner.path, target), f"{text}.to({spell(target)})", text)
 
 
 def _on_meta(entry: Entry) -> bool:
@@ -266,7 +343,9 @@ def _namespace_fix(plan: _Plan, target: str) -> Fix:
 
 
 def _cell_fix(analysis: Analysis, scan: Scan, target: str, cell: Cell | None) -> Fix | None:
-    """Moves the culprits right before the failing statement, inside any loop."""
+    """Moves the culprits right before the failing statement, inside any loop, and
+    every other tensor the rest of the cell needs (``yb`` of ``for xb, yb in loader``
+    beside ``xb``): the whole cell runs, not only the line that failed."""
     if cell is None:
         return None
     plan = _Plan()
@@ -275,6 +354,10 @@ def _cell_fix(analysis: Analysis, scan: Scan, target: str, cell: Cell | None) ->
         _plan_one(plan, culprit, by_path, target, set(), scan)
     if not plan.code:
         return None
+    for name in _also_needed(cell, target, loops=True):
+        if name not in plan.names:
+            step = Step("reassign", (("name", name),), target)
+            plan.add(step, f"{name} = {name}.to({spell(target)})", name)
     new_lines: list[str] = []
     for code in plan.code:
         new_lines.extend(code.splitlines())
@@ -300,7 +383,7 @@ def _meta_note_fix(analysis: Analysis, target: str) -> Fix | None:
     if top.module.majority() != "meta" or target == "meta":
         return None
     text = format_path(top.path)
-    code = f"{text}.to_empty(device={target!r})\n# to_empty allocates uninitialised memory: load the weights next, e.g.\n# {text}.load_state_dict(state_dict)"
+    code = f"{text}.to_empty(device={spell(target)})\n# to_empty allocates uninitialised memory: load the weights next, e.g.\n# {text}.load_state_dict(state_dict)"
     return Fix(
         title=f"Materialise {text} on {target} (it is on the meta device and holds no data)",
         code=code,

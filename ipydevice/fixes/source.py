@@ -67,9 +67,14 @@ FACTORIES = frozenset(
 )
 
 
-def source_fixes(analysis: Analysis, scan: Scan, views: list[FrameView]) -> list[Fix]:
-    """Source fixes for the culprits and their causes, best first."""
+def source_fixes(
+    analysis: Analysis, scan: Scan, views: list[FrameView]
+) -> tuple[list[Fix], list[Fix]]:
+    """Source fixes for the culprits and their causes, best first, and those of
+    them that are root fixes (``register_buffer``, ``nn.ModuleList``): they rank
+    above the moves."""
     fixes: list[Fix] = []
+    roots: list[Fix] = []
     causes: list[Culprit] = []
     for culprit in analysis.found:
         entry = culprit.entries[0] if culprit.entries else None
@@ -77,8 +82,9 @@ def source_fixes(analysis: Analysis, scan: Scan, views: list[FrameView]) -> list
             entry = culprit.owner
         if entry is None:
             continue
+        root = True
         if not entry.named and len(entry.path) == 1 and entry.path[0][0] == "local":
-            fix = _local_fix(entry, views, analysis.target)
+            fix, root = _local_fix(entry, views, analysis.target), False
         elif entry.kind == "attribute":
             fix = _register_buffer_fix(entry, scan, causes, analysis.target)
         elif entry.kind == "module":
@@ -87,8 +93,10 @@ def source_fixes(analysis: Analysis, scan: Scan, views: list[FrameView]) -> list
             fix = None
         if fix is not None and fix not in fixes:
             fixes.append(fix)
+            if root:
+                roots.append(fix)
     analysis.causes_found.extend(causes)
-    return fixes
+    return fixes, roots
 
 
 # -- locals of user functions -------------------------------------------------------------

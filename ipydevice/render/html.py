@@ -206,6 +206,10 @@ def panel_top_html(d: Diagnosis, verbosity: Verbosity = "context") -> str:
         parts.append(
             f'<div style="{MUTED}">failed in <code style="{CODE}">{escape(module)}</code></div>'
         )
+    if d.target_reason:
+        parts.append(
+            f'<div class="ipydevice-target" style="{MUTED}">target {escape(d.target_reason)}</div>'
+        )
     if d.message and (verbosity == "verbose" or shows_message(d)):
         message = d.message if verbosity == "verbose" else d.message.splitlines()[0][:300]
         parts.append(

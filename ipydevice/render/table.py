@@ -125,6 +125,29 @@ def breakdown_table(records: list[ObjectRecord], culprits: set[str] | None = Non
 
 
 def diagnosis_table(d: Diagnosis, breakdown: bool = False) -> Any:
-    """Every object of the diagnosis, culprits first (``breakdown``: per device)."""
+    """Every object of the diagnosis, culprits first (``breakdown``: per device).
+
+    Why the target was chosen is in ``attrs["target_reason"]`` and, in the wide
+    table, on the row of the object that decided it (the model whose parameters
+    are there) in the ``target`` column (``pd.NA`` elsewhere)."""
+    import pandas as pd
+
     records, culprits = ordered_records(d), {f.name for f in d.culprits}
-    return breakdown_table(records, culprits) if breakdown else records_table(records, culprits)
+    if breakdown:
+        table = breakdown_table(records, culprits)
+    else:
+        table = records_table(records, culprits)
+        table["target"] = pd.Series(pd.NA, index=table.index, dtype="string")
+        evidence = _evidence_name(d.target_reason)
+        if evidence and len(table):
+            table.loc[table["name"] == evidence, "target"] = d.target_reason
+    table.attrs["target"] = d.target
+    table.attrs["target_reason"] = d.target_reason
+    return table
+
+
+def _evidence_name(reason: str) -> str:
+    """The first `name` a target reason quotes."""
+    start = reason.find("`")
+    end = reason.find("`", start + 1) if start >= 0 else -1
+    return reason[start + 1 : end] if end > start >= 0 else ""

@@ -431,6 +431,8 @@ def render_diagnosis(
     module = failing_module_label(d)
     if module:
         out += _wrap(f"failed in {module}", width, "  ", "    ")
+    if d.target_reason:
+        out += _wrap(f"target {d.target_reason}", width, "  ", "    ")
     for finding, is_culprit in explanations(d, verbosity):
         mark = "✗" if is_culprit else "·"
         where = f"  [{finding.location}]" if finding.location else ""

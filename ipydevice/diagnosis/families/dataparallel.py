@@ -52,5 +52,6 @@ FAMILY = Family(
     WORDINGS,
     advice=_advice,
     target=_target,
+    target_reason="device_ids[0], where the wrapped module's parameters must be",
     audited=("DataParallel", "DistributedDataParallel"),
 )

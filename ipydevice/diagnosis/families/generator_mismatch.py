@@ -39,5 +39,6 @@ FAMILY = Family(
     WORDINGS,
     advice=_advice,
     target=_target,
+    target_reason="the device the error message expects the generator on",
     audited=("DataLoader",),
 )

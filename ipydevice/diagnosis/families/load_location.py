@@ -11,7 +11,7 @@ from ipydevice.collect.frames import FrameView
 from ipydevice.diagnosis.devices import normalise_device
 from ipydevice.diagnosis.family import Family, MessageFacts, Parts, wording
 from ipydevice.fixes.cell import Cell, calls_in, cell_result
-from ipydevice.fixes.rewrite import add_keyword
+from ipydevice.fixes.rewrite import add_keyword, replace_span
 from ipydevice.model import Fix
 
 ID = "load_location"
@@ -76,16 +76,22 @@ def _target(facts: MessageFacts, views: Sequence[FrameView]) -> str:
 
 
 def _cell_fix(facts: MessageFacts, cell: Cell, target: str) -> Fix | None:
-    """``torch.load(...)`` with ``map_location=`` added."""
+    """``torch.load(...)`` with ``map_location=`` added, or rewritten when it names a
+    device this machine does not have."""
     for call in calls_in(cell):
         name = (
             call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", "")
         )
-        if name == "load" and not any(k.arg == "map_location" for k in call.keywords):
+        if name != "load":
+            continue
+        given = next((k for k in call.keywords if k.arg == "map_location"), None)
+        if given is None:
             rewritten = add_keyword(cell.lines, call, f"map_location={target!r}")
-            return cell_result(
-                cell, rewritten, f"Load the checkpoint onto {target} with map_location"
-            )
+        else:
+            # map_location='cuda' (or a device variable) on a machine without that
+            # device: rewritten to a location that exists here.
+            rewritten = replace_span(cell.lines, given.value, repr(target))
+        return cell_result(cell, rewritten, f"Load the checkpoint onto {target} with map_location")
     return None
 
 
@@ -95,5 +101,6 @@ FAMILY = Family(
     WORDINGS,
     advice=_advice,
     target=_target,
+    target_reason="a location this machine has, for the checkpoint's tensors",
     cell_fix=_cell_fix,
 )

@@ -112,6 +112,7 @@ FAMILY = Family(
     WORDINGS,
     advice=_advice,
     target=_target,
+    target_reason="the device the failing .to() asked for",
     blame=_blame,
     from_root_logger=True,
     about_meta=True,

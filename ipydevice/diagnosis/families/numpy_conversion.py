@@ -59,5 +59,6 @@ FAMILY = Family(
     WORDINGS,
     advice=_advice,
     target=_target,
+    target_reason="NumPy arrays live on the CPU",
     cell_fix=_cell_fix,
 )
