@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 import torch
 from cells import Notebook
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 import ipydevice
@@ -325,6 +325,7 @@ def test_exception_messages(extra: str) -> None:
 
 @SETTINGS
 @given(names=st.lists(st.one_of(identifiers(), hostile_text), min_size=1, max_size=5, unique=True))
+@example(names=["µ"])  # the micro sign: Python reads it as Greek mu (NFKC)
 def test_inventory_of_any_names(names: list[str]) -> None:
     # globals() may hold any string as a name (globals()['a b'] = ...).
     namespace: dict[str, Any] = {"model": torch.nn.Linear(4, 2).to("meta")}
@@ -335,9 +336,12 @@ def test_inventory_of_any_names(names: list[str]) -> None:
     for name in names:
         if (name.startswith("_") and name.isidentifier()) or name in SKIP_NAMES:
             continue  # private, or IPython's own bookkeeping (In, Out, get_ipython...)
-        expected = (
-            name if name.isidentifier() and not keyword.iskeyword(name) else f"globals()[{name!r}]"
+        plain = (
+            name.isidentifier()
+            and not keyword.iskeyword(name)
+            and unicodedata.normalize("NFKC", name) == name  # 'µ' in code is 'μ': another name
         )
+        expected = name if plain else f"globals()[{name!r}]"
         assert expected in shown, (expected, shown)
     check_html(inv._repr_html_())
     text_report = str(inv)
