@@ -132,6 +132,26 @@ def test_a_slow_metaclass_is_never_asked() -> None:
     assert d.is_device_error and [c.name for c in d.culprits][:1] == ["x"]
 
 
+class SlowPair(tuple, metaclass=Counting):
+    """A batch tuple whose class asks a slow metaclass for every attribute."""
+
+
+def test_a_culprit_held_by_a_slow_metaclass_class_gets_its_fix_without_asking() -> None:
+    nb = Notebook()
+    nb.run(SETUP)
+    nb.ns["pair"] = SlowPair((torch.randn(3, 4), torch.ones(2)))
+    Counting.armed = True
+    try:
+        exc = nb.fails("out = model(pair[0])\n")
+        Counting.calls.clear()
+        d = ipydevice.diagnose(exc, namespace=nb.ns)
+        assert Counting.calls == []  # the fix planner read the class dicts, not the metaclass
+    finally:
+        Counting.armed = False
+    assert d.is_device_error and d.culprits[0].name == "pair[0]"
+    assert d.fixes
+
+
 class LazyProxy:
     """A lazy-loading proxy: any attribute read (``__class__`` included) loads."""
 

@@ -223,12 +223,8 @@ def _is_batch(obj: Any) -> bool:
 
 
 def _has_own_to(obj: Any) -> bool:
-    try:
-        return callable(type(obj).__dict__.get("to")) or any(
-            callable(klass.__dict__.get("to")) for klass in type(obj).__mro__[1:-1]
-        )
-    except Exception:
-        return False
+    # From the class dicts: no metaclass hook runs (it may raise, exit or sleep).
+    return callable(probe.class_attribute(type(obj), "to"))
 
 
 def _plan_container(plan: _Plan, entry: Entry, target: str) -> None:
@@ -241,7 +237,7 @@ def _plan_container(plan: _Plan, entry: Entry, target: str) -> None:
         code = f"{text} = {{k: v.to({spell(target)}) if torch.is_tensor(v) else v for k, v in {text}.items()}}"
         plan.add(Step("mapping", entry.path, target), code, text)
         return
-    fields = type(obj).__dict__.get("_fields") if probe.is_a(obj, tuple) else None
+    fields = probe.class_attribute(type(obj), "_fields") if probe.is_a(obj, tuple) else None
     if type(fields) is tuple:
         values = tuple.__iter__(obj)
         moved = ", ".join(
