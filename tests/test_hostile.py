@@ -48,8 +48,11 @@ pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::Deprecat
 
 #: CPU seconds one scan, inventory or diagnosis (with rendering) may take. CPU time,
 #: not wall-clock: on a busy machine the wall-clock time of the same work varies
-#: (2.6 s was seen for a run that needs well under a second of CPU).
-BOUND_S = 2.0
+#: (2.6 s was seen for a run that needs well under a second of CPU). A contended VM's
+#: host inflates CPU time too (2.5 s was seen in CI for %devices on 5,000 lists, which
+#: takes about 1 s alone): the bound tells bounded work from runaway work; speed itself
+#: is the benchmarks' to judge.
+BOUND_S = 5.0
 #: Wall-clock seconds after which a run is interrupted as hung (a hang, not a slow run).
 DEADLINE_S = 20.0
 
