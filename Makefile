@@ -35,7 +35,9 @@ tour: $(VENV)/.installed
 # from apt when missing (the browser tests skip, with a reason, if it cannot).
 test: $(VENV)/.installed
 	scripts/install-browser.sh $(VENV)
-	IPYDEVICE_DEBUG=1 $(PY) -m pytest
+	# Two processes for everything but the browser tests (they share one JupyterLab).
+	IPYDEVICE_DEBUG=1 $(PY) -m pytest -n 2 -m "not browser"
+	IPYDEVICE_DEBUG=1 $(PY) -m pytest -m browser
 
 browser: $(VENV)/.installed
 	scripts/install-browser.sh $(VENV)
@@ -45,7 +47,7 @@ docs-screenshots: $(VENV)/.installed
 	scripts/install-browser.sh $(VENV)
 	tests/browser/run.sh --no-install --docs
 
-# Load, idle, error-path, %devices and memory benchmarks (about 3 minutes): the table,
+# Load, idle, error-path, %devices and memory benchmarks (about 3 minutes on 2 cores): the table,
 # benchmarks/results.json and the figures of benchmarks/RESULTS.md.
 bench: $(VENV)/.installed
 	$(PY) benchmarks/run.py

@@ -12,6 +12,9 @@ From Python::
     ipydevice.inventory()         # the namespace, grouped by device
     ipydevice.check(model, batch) # preflight: every audit, before training
 
+Worker processes and ranks: ``DataLoader(..., worker_init_fn=ipydevice.worker_init_fn)``
+and ``@ipydevice.diagnosed`` on a launched function attach each error's diagnosis to it.
+
 Your own rules: ``@ipydevice.audit(name)``, ``ipydevice.message(pattern)`` and
 ``@ipydevice.on_diagnosis`` (see :mod:`ipydevice.plugins`).
 
@@ -38,6 +41,7 @@ __all__ = [
     "check",
     "configure",
     "diagnose",
+    "diagnosed",
     "install",
     "inventory",
     "load_ipython_extension",
@@ -46,6 +50,7 @@ __all__ = [
     "override",
     "uninstall",
     "unload_ipython_extension",
+    "worker_init_fn",
 ]
 
 # ``pytest -p ipydevice``: pytest registers this package, then the plugin module
@@ -144,6 +149,24 @@ def uninstall() -> None:
     from ipydevice.integrations.excepthook import uninstall as _uninstall
 
     _uninstall()
+
+
+def worker_init_fn(worker_id: Any = None, *, then: Any = None) -> Any:
+    """``DataLoader(..., worker_init_fn=ipydevice.worker_init_fn)``: a worker's device
+    errors carry their diagnosis to the notebook; ``ipydevice.worker_init_fn(your_fn)``
+    runs yours too. See :func:`ipydevice.integrations.workers.worker_init_fn`."""
+    from ipydevice.integrations.workers import worker_init_fn as _worker_init_fn
+
+    return _worker_init_fn(worker_id, then=then)
+
+
+def diagnosed(func: Any = None, *, namespace: Any = None) -> Any:
+    """Decorates a function launched in other processes (``torch.multiprocessing.spawn``,
+    torchrun, ``accelerate.notebook_launcher``, Ray): its device errors carry their
+    diagnosis. See :func:`ipydevice.integrations.workers.diagnosed`."""
+    from ipydevice.integrations.workers import diagnosed as _diagnosed
+
+    return _diagnosed(func, namespace=namespace)
 
 
 def load_ipython_extension(ipython: Any) -> None:

@@ -1,8 +1,11 @@
-"""``python -m ipydevice demo`` and ``python -m ipydevice run script.py [args]``."""
+"""``python -m ipydevice demo``, ``python -m ipydevice run script.py [args]`` and
+``python -m ipydevice torchrun [torchrun options] script.py [args]``."""
 
 from __future__ import annotations
 
 import argparse
+import os
+import shlex
 import sys
 
 
@@ -11,7 +14,7 @@ def _parser() -> argparse.ArgumentParser:
 
     parser = argparse.ArgumentParser(prog="python -m ipydevice", description=__doc__)
     parser.add_argument("--version", action="version", version=f"ipydevice {__version__}")
-    commands = parser.add_subparsers(dest="command", metavar="{demo,run}")
+    commands = parser.add_subparsers(dest="command", metavar="{demo,run,torchrun}")
     commands.add_parser(
         "demo", help="a terminal tour of the classic device errors and their diagnoses"
     )
@@ -23,13 +26,55 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.add_argument("target", help="the script (or module) to run")
     run.add_argument("args", nargs=argparse.REMAINDER, help="arguments for it")
+    launch = commands.add_parser(
+        "torchrun",
+        help="torchrun's options, then the script and its arguments: every rank with the "
+        "device report, torchrun's summary titled with the script's name",
+        add_help=False,
+    )
+    launch.add_argument("args", nargs=argparse.REMAINDER, help="torchrun's arguments")
     return parser
+
+
+COMMANDS = ("demo", "run", "torchrun")
+
+
+def _not_a_command(parser: argparse.ArgumentParser, argv: list[str]) -> None:
+    """``python -m ipydevice train.py``: the script was meant for ``run``; says so
+    (instead of argparse's "invalid choice") and exits with argparse's status 2."""
+    first = argv[0] if argv else ""
+    if first == "-m" and len(argv) > 1:  # python -m ipydevice -m package.train
+        parser.print_usage(sys.stderr)
+        print(
+            f"python -m ipydevice: to run a module with the device report: "
+            f"python -m ipydevice run {shlex.join(argv)}",
+            file=sys.stderr,
+        )
+        sys.exit(2)
+    if not first or first.startswith("-") or first in COMMANDS:
+        return
+    rest = shlex.join(argv)
+    parser.print_usage(sys.stderr)
+    looks_like_a_script = first.endswith(".py") or os.path.exists(first)
+    hint = (
+        f"to run it with the device report: python -m ipydevice run {rest}"
+        if looks_like_a_script
+        else f"commands: {', '.join(COMMANDS)}; to run a script: python -m ipydevice run {rest}"
+    )
+    print(f"python -m ipydevice: {first!r} is not a command; {hint}", file=sys.stderr)
+    sys.exit(2)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Parses the command line and runs the chosen command (a bare command prints
     the help and succeeds, as ``git`` and ``pip`` do)."""
     parser = _parser()
+    argv = sys.argv[1:] if argv is None else argv
+    _not_a_command(parser, argv)
+    if argv and argv[0] == "torchrun":  # the rest is torchrun's, options included
+        from ipydevice.integrations.torchrun import torchrun
+
+        return torchrun(argv[1:])
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()

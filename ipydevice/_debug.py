@@ -35,14 +35,26 @@ __all__ = [
     "contained",
     "debug_enabled",
     "describe_failure",
+    "env_flag",
     "failure_line",
     "is_interrupt",
 ]
 
 
+_OFF = frozenset({"", "0", "false", "no", "off", "n", "f"})
+
+
+def env_flag(name: str) -> bool:
+    """An on/off environment variable, read the same way for every flag ipydevice
+    reads: unset, empty, ``0``, ``false``, ``no``, ``off`` (any case, spaces
+    around ignored) mean off; anything else means on."""
+    return os.environ.get(name, "").strip().lower() not in _OFF
+
+
 def debug_enabled() -> bool:
-    """True when ``IPYDEVICE_DEBUG`` is set to anything but ``0``/empty."""
-    return os.environ.get("IPYDEVICE_DEBUG", "") not in ("", "0")
+    """True when ``IPYDEVICE_DEBUG`` is on (:func:`env_flag`: ``1``, ``true``, ``yes``...;
+    ``0``, ``false``, ``no``, ``off`` or empty are off)."""
+    return env_flag("IPYDEVICE_DEBUG")
 
 
 def is_interrupt(exc: BaseException) -> bool:

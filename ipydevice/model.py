@@ -39,7 +39,17 @@ __all__ = [
 Path = tuple[tuple[str, Any], ...]
 
 #: What a :class:`Step` does (see :class:`Step`).
-Action = Literal["reassign", "module_to", "to_empty", "optimizer_state", "mapping", "sequence"]
+Action = Literal[
+    "reassign",
+    "module_to",
+    "to_empty",
+    "optimizer_state",
+    "mapping",
+    "sequence",
+    "load_state_dict",
+    "rebuild_optimizer",
+    "share",
+]
 #: The rule of findings about optimizer state away from its parameters, and the
 #: :class:`Step` action that moves it.
 OPTIMIZER_STATE: Action = "optimizer_state"
@@ -195,14 +205,20 @@ class Step:
             ``to_empty`` (materialise a meta module), ``optimizer_state`` (state
             tensors to their parameters' devices, ``step`` kept), ``mapping``
             (rebuild a dict with its tensors moved), ``sequence`` (rebuild a tuple
-            or list with its tensors moved).
+            or list with its tensors moved), ``load_state_dict`` (a meta module
+            given the state dict at ``source`` with ``assign=True``),
+            ``rebuild_optimizer`` (the optimizer made again, with its ``defaults``,
+            over the parameters of the model at ``source``), ``share`` (the object at
+            ``source``, moved by an earlier step, stored at ``path`` too: a closure's cell).
         path: where the object is, from the user's namespace.
         target: the device to move to.
+        source: where the step's other object is (the state dict to load, the model).
     """
 
     action: Action
     path: Path
     target: str
+    source: Path = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -297,6 +313,8 @@ class Diagnosis:
         snapshot: every object involved, as rows.
         frames: the traceback, as text, innermost last.
         notes: truncations and caveats.
+        family_title: the kind of device error in words, for a title ("an
+            operation received tensors on different devices"), or empty.
     """
 
     is_device_error: bool
@@ -319,6 +337,7 @@ class Diagnosis:
     snapshot: Snapshot = field(default_factory=Snapshot)
     frames: tuple[FrameSummary, ...] = ()
     notes: tuple[str, ...] = ()
+    family_title: str = ""
 
     @property
     def records(self) -> tuple[ObjectRecord, ...]:

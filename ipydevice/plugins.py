@@ -1,6 +1,6 @@
-"""Extending ipydevice: your own audits, device-error wordings and report consumers.
+"""Extending ipydevice: your own audits, device-error wordings, holder kinds and report consumers.
 
-Three registries, for code that knows things ipydevice cannot:
+Registries, for code that knows things ipydevice cannot:
 
 * :func:`audit` — a rule over the objects ipydevice audits (``ipydevice.check()``,
   ``%devices`` and ``%devices --check``, and, in the error panel, the model, the
@@ -40,6 +40,10 @@ Three registries, for code that knows things ipydevice cannot:
           (wording("flash_attention", 2000, "flash_fwd",
                    r"flash_fwd: q on (?P<d1>@D) but k on (?P<d2>@D)@E", exp="d1", off="d2"),),
       ))
+* :func:`holder` — how a class of your own holds tensors (``bag[0]`` of a ``Bag``
+  that keeps them in a private list), so that ``%devices``, ``check()`` and the
+  panel find them, name them as you write them and move them; ipydevice's own
+  holder kinds (:mod:`ipydevice.collect.holders`) are listed by :func:`holders`.
 * :func:`on_diagnosis` — a function called with every device-error
   :class:`~ipydevice.model.Diagnosis` the IPython panel or the ``sys.excepthook``
   of :func:`ipydevice.install` reports (strings only: log it, count it, send it).
@@ -81,6 +85,8 @@ __all__ = [
     "audits",
     "families",
     "family",
+    "holder",
+    "holders",
     "message",
     "messages",
     "on_diagnosis",
@@ -196,6 +202,49 @@ def families() -> tuple[str, ...]:
     return _registry.family_ids()
 
 
+def holder(
+    kind: type | Callable[[type], bool],
+    items: Callable[[Any], Iterable[tuple[Any, Any]]],
+    *,
+    name: str | None = None,
+) -> None:
+    """Tells ipydevice how instances of a class of yours hold tensors, so that
+    ``%devices``, ``inventory()``, ``check()`` and the error panel find them and
+    name them as you write them::
+
+        ipydevice.plugins.holder(Bag, lambda bag: enumerate(bag._things))  # bag[0], bag[1]
+
+    Args:
+        kind: the class (its subclasses too), or a function of a class that says
+            whether this holder kind applies to it.
+        items: ``items(obj)`` yields ``(key, child)`` pairs: a ``str`` key that
+            is an identifier is an attribute (``obj.key``), an ``int`` or another
+            ``str`` an item (``obj[key]``); ``(('attr' | 'item', key), child)``
+            says which. The scan takes at most its ``max_items`` of them.
+        name: the registration's name (default: the class's qualified name).
+
+    Your kinds are tried before ipydevice's own (:mod:`ipydevice.collect.holders`);
+    one that raises is skipped for that object (``IPYDEVICE_DEBUG=1`` raises).
+    """
+    from ipydevice.collect import holders as _holders
+
+    if not callable(items) or not callable(kind):
+        raise TypeError("ipydevice.plugins.holder takes a class (or predicate) and items(obj)")
+    key = name if name is not None else _qualified(kind)
+    known = [h.name for h in _holders.holders() if h.order == 0]
+    if key not in known and len(known) >= MAX_REGISTERED:
+        raise RuntimeError(f"ipydevice: at most {MAX_REGISTERED} plugins of one kind")
+    _holders.add(_holders.user_holder(key, kind, items))
+
+
+def holders() -> tuple[str, ...]:
+    """The names of the registered holder kinds, in the order they are tried
+    (yours first, then ipydevice's own)."""
+    from ipydevice.collect import holders as _holders
+
+    return tuple(h.name for h in _holders.holders())
+
+
 def on_diagnosis(func: _F) -> _F:
     """Registers ``func(diagnosis)``, called with every device-error diagnosis the
     IPython panel or :func:`ipydevice.install`'s hook reports."""
@@ -206,12 +255,16 @@ def on_diagnosis(func: _F) -> _F:
 
 
 def remove(what: str | Callable[..., Any]) -> bool:
-    """Takes out an audit (ipydevice's own too), message or family (by name) or a listener (the function,
+    """Takes out an audit (ipydevice's own too), message, family or holder kind (by name) or a listener (the function,
     or its qualified name); True when something was removed."""
     key = what if isinstance(what, str) else _qualified(what)
     found = False
     if isinstance(what, str):
         found = _registry.remove_family(what) | _registry.remove_audit(what)
+        if what in holders():
+            from ipydevice.collect import holders as _holders
+
+            found |= _holders.remove(what)
     for registry in (_AUDITS, _MESSAGES, _LISTENERS):
         if key in registry:
             del registry[key]

@@ -23,6 +23,10 @@ __all__ = ["VERBOSITIES", "Settings", "configure", "current", "override", "verbo
 #: fix; today's panel (culprits, objects involved, every fix); everything.
 VERBOSITIES = ("Minimal", "Context", "Verbose")
 
+#: Panels whose buttons stay alive in a kernel (one widget each); an older panel's
+#: buttons are closed (its words and code stay).
+MAX_LIVE_BUTTONS = 8
+
 
 @dataclass(frozen=True, slots=True)
 class Settings:
@@ -43,6 +47,11 @@ class Settings:
             tensor subclass's Python ``device`` property, a sizes policy of
             ``__torch_dispatch__``) may take in one diagnosis, inventory or
             checkup; after them the scan stops and the notes say so.
+        note: :func:`ipydevice.diagnose` attaches the diagnosis to the exception it
+            explains (a PEP 678 note and the ``__ipydevice__`` payload, see
+            :mod:`ipydevice.diagnosis.carried`). Off by default, so a notebook's
+            tracebacks stay as they are; scripts, workers, ranks and the pytest
+            plugin attach it whatever this says.
     """
 
     max_rows: int = 12
@@ -55,6 +64,7 @@ class Settings:
     show_library_frames: bool = False
     verbosity: str | None = None
     time_budget: float = 2.0
+    note: bool = False
 
 
 _current = Settings()

@@ -1,4 +1,5 @@
-"""Words shared by every stage that writes for people: counts with their nouns.
+"""Words shared by every stage that writes for people: counts with their nouns, and
+text made safe to show.
 
 Standard library only, imports nothing of the package (the collectors, the
 diagnosis and the renderers all use it).
@@ -6,7 +7,18 @@ diagnosis and the renderers all use it).
 
 from __future__ import annotations
 
-__all__ = ["plural"]
+import dataclasses
+import unicodedata
+from typing import Any, TypeVar
+
+__all__ = ["plural", "visible", "visible_fields"]
+
+T = TypeVar("T")
+
+#: Characters that show nothing or change how the text around them reads: controls,
+#: bidi overrides and isolates, zero-width joiners and spaces, unassigned and private.
+_HIDDEN = frozenset(["Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"])
+_KEPT = frozenset("\n\t")
 
 
 def plural(count: int, noun: str, plural_form: str | None = None) -> str:
@@ -14,3 +26,68 @@ def plural(count: int, noun: str, plural_form: str | None = None) -> str:
     if count == 1:
         return f"{count} {noun}"
     return f"{count} {plural_form or noun + 's'}"
+
+
+def _escape(char: str) -> str:
+    code = ord(char)
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
+def visible(text: str) -> str:
+    """``text`` with every invisible or reordering character written as its escape
+    (``\\u202e`` for a right-to-left override, ``\\u200b`` for a zero-width space,
+    ``\\x1b`` for an escape), so that a name reads as what it is. Newlines and tabs
+    stay; applying it twice changes nothing more."""
+    if text.isascii() and text.isprintable():
+        return text
+    shown = "".join(
+        _escape(char) if char not in _KEPT and unicodedata.category(char) in _HIDDEN else char
+        for char in text
+    )
+    return text if shown == text else shown
+
+
+def visible_fields(record: T) -> T:
+    """A copy of a record (a dataclass of strings, numbers and tuples of them) with
+    :func:`visible` applied to every string in it: what every renderer shows."""
+    return _visible_value(record)
+
+
+def _visible_value(value: Any) -> Any:
+    kind = type(value)
+    if kind is str:
+        return visible(value)
+    if kind is tuple:
+        items = tuple(_visible_value(v) for v in value)
+        return value if all(a is b for a, b in zip(items, value, strict=True)) else items
+    names = _FIELDS.get(kind)
+    if names is None:
+        if not dataclasses.is_dataclass(kind):
+            return value
+        names = _FIELDS[kind] = tuple(f.name for f in dataclasses.fields(kind) if f.init)
+    old = [getattr(value, name) for name in names]
+    if all(_plain(v) for v in old):
+        return value
+    new = [_visible_value(v) for v in old]
+    if all(a is b for a, b in zip(new, old, strict=True)):
+        return value
+    try:
+        return dataclasses.replace(value, **dict(zip(names, new, strict=True)))
+    except (TypeError, ValueError):
+        return value
+
+
+def _plain(value: Any) -> bool:
+    """Nothing to show differently: a number, or a printable ASCII string or path."""
+    kind = type(value)
+    if kind is str:
+        return value.isascii() and value.isprintable()
+    if kind is tuple:
+        return all(_plain(v) for v in value)
+    return kind is int or kind is bool or kind is float or value is None
+
+
+#: The init fields of each record class met, by class.
+_FIELDS: dict[type, tuple[str, ...]] = {}

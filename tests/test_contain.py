@@ -93,6 +93,46 @@ def test_the_rule_contains_everything_but_an_interrupt(monkeypatch: pytest.Monke
         sys.exit(5)
 
 
+@pytest.mark.parametrize("value", ["", "0", "false", "False", "FALSE", "no", "No", "off", " off "])
+def test_debug_off_spellings(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    """``IPYDEVICE_DEBUG=false`` (or no, off, 0, empty) is off: contained, one line."""
+    monkeypatch.setenv("IPYDEVICE_DEBUG", value)
+    assert not _debug.debug_enabled()
+    said: list[str] = []
+    with _debug.contained("report", said.append):
+        raise ValueError("x")
+    assert said and said[0].startswith("ipydevice: report failed")
+
+
+@pytest.mark.parametrize("value", ["1", "true", "True", "yes", "on", "2"])
+def test_debug_on_spellings(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    monkeypatch.setenv("IPYDEVICE_DEBUG", value)
+    assert _debug.debug_enabled()
+    with pytest.raises(ValueError, match="injected"), _debug.contained("report", print):
+        raise ValueError("injected")
+
+
+def test_force_color_reads_the_same_flags(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every on/off variable ipydevice reads goes through one parser."""
+    from ipydevice.render.text import use_color
+
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    for value, expected in (("false", False), ("off", False), ("0", False), ("1", True)):
+        monkeypatch.setenv("FORCE_COLOR", value)
+        assert use_color(None, Tty()) or not expected  # a TTY: colour whatever
+        assert use_color(None, NotTty()) is expected, value
+
+
+class Tty:
+    def isatty(self) -> bool:
+        return True
+
+
+class NotTty:
+    def isatty(self) -> bool:
+        return False
+
+
 # -- diagnose(), check(), inventory() ----------------------------------------------------------
 
 

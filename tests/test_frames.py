@@ -71,3 +71,31 @@ def test_iter_statements_finds_every_statement(name: str, tree: ast.AST, lines: 
     found = list(iter_statements(tree))
     assert len(found) == len({id(s) for s in found})
     assert {id(s) for s in found} == {id(n) for n in ast.walk(tree) if isinstance(n, ast.stmt)}
+
+
+def test_a_cell_named_as_ipython_7_names_it_is_top_level():
+    """IPython 7.34 (Colab's) compiles a cell's code as ``<cell line: 0>``, not
+    ``<module>``: its frame is the cell's top level, whose locals are the namespace,
+    not a function's locals to blame."""
+    import linecache
+
+    import torch
+
+    import ipydevice
+    from ipydevice.collect.frames import is_top_level
+
+    assert is_top_level("<module>") and is_top_level("<cell line: 0>")
+    assert not is_top_level("forward") and not is_top_level("<lambda>")
+    source = (
+        "raise RuntimeError('Expected all tensors to be on the same device, but found at least "
+        "two devices, cuda:0 and cpu!')\n"
+    )
+    filename = "<ipython-input-77-cafe>"
+    linecache.cache[filename] = (len(source), None, [source], filename)
+    code = compile(source, filename, "exec").replace(co_name="<cell line: 0>")
+    namespace = {"model": torch.nn.Linear(4, 2).to("meta"), "x": torch.randn(3, 4)}
+    try:
+        exec(code, namespace)
+    except RuntimeError as exc:
+        d = ipydevice.diagnose(exc, namespace=namespace)
+    assert d.culprits == () and d.target == "cuda:0"  # the message alone: nothing blamed

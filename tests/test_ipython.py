@@ -18,6 +18,7 @@ import re
 import subprocess
 import sys
 import time
+import types
 import warnings
 from collections.abc import Iterator
 from typing import Any
@@ -206,14 +207,14 @@ def test_in_a_kernel_the_header_comes_before_the_traceback(kernel_ip: Interactiv
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(displaypub.CapturingDisplayPublisher, "publish", noting)
         cap, _ = run_captured(kernel_ip, MISMATCH)
-    assert order[:3] == ["header", "display", "traceback"], order
-    assert outputs_of(cap) == ["header", "buttons", "panel", "buttons"]
+    assert order == ["header", "traceback", "display", "display"], order  # one display before it
+    assert outputs_of(cap) == ["header", "panel", "buttons"]
     header = cap.outputs[0].data
     assert set(header) == {"text/plain", "text/html"}
     assert "`x` is on cpu" in header["text/plain"]
     assert "x = x.to('meta')" in header["text/plain"]
     assert "below the traceback" in header["text/plain"]
-    assert set(cap.outputs[2].data) == {"text/plain", "text/html"}  # the panel: static only
+    assert set(cap.outputs[1].data) == {"text/plain", "text/html"}  # the panel: static only
     assert "is not on the expected device cpu" in cap.stdout
 
 
@@ -232,7 +233,7 @@ def test_one_diagnosis_for_the_header_and_the_panel(
     monkeypatch.setattr(engine, "diagnose", counting)
     cap, result = run_captured(kernel_ip, MISMATCH)
     assert calls == [result.error_in_exec]
-    assert outputs_of(cap) == ["header", "buttons", "panel", "buttons"]
+    assert outputs_of(cap) == ["header", "panel", "buttons"]
 
 
 def test_tb_shows_no_second_header(kernel_ip: InteractiveShell) -> None:
@@ -321,6 +322,24 @@ class FakePdb:
     def interaction(self, frame: Any, exc: Any) -> None:
         self.seen.append(exc)
 
+    def saw(self, exc: BaseException | None) -> bool:
+        """Asked to inspect ``exc`` once: IPython 8 passes the exception, IPython 7
+        (Colab's) its traceback from ``sys.last_traceback``, walked to the innermost frame."""
+        if len(self.seen) != 1 or exc is None:
+            return False
+        (seen,) = self.seen
+        if seen is exc:
+            return True
+        return _innermost(seen) is not None and _innermost(seen) is _innermost(exc.__traceback__)
+
+
+def _innermost(tb: Any) -> Any:
+    if not isinstance(tb, types.TracebackType):
+        return None
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb.tb_frame
+
 
 @pytest.fixture
 def fake_pdb(ip: InteractiveShell) -> Iterator[FakePdb]:
@@ -334,13 +353,13 @@ def fake_pdb(ip: InteractiveShell) -> Iterator[FakePdb]:
 def test_debug_sees_the_device_error(ip: InteractiveShell, fake_pdb: FakePdb) -> None:
     _, result = run_captured(ip, MISMATCH)
     run_captured(ip, "%debug")
-    assert fake_pdb.seen == [result.error_in_exec]
+    assert fake_pdb.saw(result.error_in_exec), fake_pdb.seen
 
 
 def test_pdb_on_still_debugs_and_the_panel_follows(ip: InteractiveShell, fake_pdb: FakePdb) -> None:
     ip.call_pdb = True
     cap, result = run_captured(ip, MISMATCH)
-    assert fake_pdb.seen == [result.error_in_exec]
+    assert fake_pdb.saw(result.error_in_exec), fake_pdb.seen
     assert len(panels(cap)) == 1
 
 
@@ -409,7 +428,7 @@ def test_a_handler_registered_after_loading_is_called_and_the_panel_follows(
     assert calls == ["RuntimeError"]
     assert "is not on the expected device cpu" in cap.stdout
     # Through showtraceback: the header first; a handler that prints its own: the panel after.
-    header = ["header", "buttons"] if calls_showtraceback else []
+    header = ["header"] if calls_showtraceback else []
     assert outputs_of(cap) == [*header, "panel", "buttons"]
 
 

@@ -1,9 +1,9 @@
 """The panel in a real ipykernel, checked at the message level.
 
 What a frontend receives for a failing cell, in the same execute request and
-before the kernel goes idle: the compact header (a static ``display_data``, then
-its buttons' widget view), IPython's ``error`` output exactly as without
-ipydevice, then the full panel (static) and its buttons. Also
+before the kernel goes idle: the compact header (a static ``display_data``),
+IPython's ``error`` output exactly as without ipydevice, then the full panel
+(static) and one buttons' widget view. Also
 ``%devices``' ``execute_result``, the ``set_next_input`` payload and auto-loading
 through ``c.InteractiveShellApp.extensions`` in a kernel config file.
 
@@ -43,9 +43,15 @@ class Kernel:
         self.manager, self.client = start_new_kernel(kernel_name="python3", env=env)
 
     def execute(self, code: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-        """Runs ``code``; returns the execute_reply and the iopub messages, in order."""
+        """Runs ``code``; returns the execute_reply and the iopub messages, in order.
+
+        ``stop_on_error=False``: ipykernel 6 (Colab's 6.17) aborts the requests that
+        arrive just after an error (until an event-loop tick resets it), so on a busy
+        machine the next cell would come back "aborted", with no output at all."""
         messages: list[dict[str, Any]] = []
-        reply = self.client.execute_interactive(code, timeout=90, output_hook=messages.append)
+        reply = self.client.execute_interactive(
+            code, timeout=90, output_hook=messages.append, stop_on_error=False
+        )
         return reply, messages
 
     def shutdown(self) -> None:
@@ -89,8 +95,8 @@ def test_header_error_then_panel_in_the_same_request(kernel: Kernel) -> None:
     assert content["status"] == "error"
     assert content["ename"] == "RuntimeError"  # the reply is what it is without ipydevice
     shown = outputs(messages)
-    assert [kind(m) for m in shown] == ["header", "buttons", "error", "panel", "buttons"]
-    header, _, error, panel, _ = shown
+    assert [kind(m) for m in shown] == ["header", "error", "panel", "buttons"]
+    header, error, panel, _ = shown
     assert "is not on the expected device cpu" in error["content"]["evalue"]
     request = reply["parent_header"]["msg_id"]
     assert all(m["parent_header"]["msg_id"] == request for m in shown)
@@ -105,7 +111,7 @@ def test_header_error_then_panel_in_the_same_request(kernel: Kernel) -> None:
 def test_what_the_cell_printed_stays_before_the_header(kernel: Kernel) -> None:
     _, messages = kernel.execute("print('epoch 1')\n" + MISMATCH)
     kinds = [kind(m) for m in outputs(messages)]
-    assert kinds == ["stream", "header", "buttons", "error", "panel", "buttons"], kinds
+    assert kinds == ["stream", "header", "error", "panel", "buttons"], kinds
 
 
 def test_the_error_output_is_the_same_without_ipydevice(tmp_path: Path) -> None:
@@ -158,7 +164,7 @@ def test_the_buttons_know_the_failed_cell(kernel: Kernel) -> None:
             break
     client.get_shell_msg(timeout=30)
     actions = [s for s in states if s.get("_anywidget_id") == "ipydevice.render.widget.FixActions"]
-    assert len(actions) == 2  # the header's and the panel's
+    assert len(actions) == 1  # one widget per failed cell, after the panel
     assert {s["cell_id"] for s in actions} == {"failed-cell-7"}
 
 

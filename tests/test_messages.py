@@ -622,7 +622,7 @@ def test_device_tokens(text: str, want: tuple[str, ...]) -> None:
 
 # -------------------------------------------------------------------- API contract
 def test_families_constant() -> None:
-    assert len(set(FAMILIES)) == len(FAMILIES) == 13
+    assert len(set(FAMILIES)) == len(FAMILIES) == 15
     assert {rule.family for rule in registry.wordings()} <= set(FAMILIES)
 
 
@@ -649,7 +649,9 @@ def test_huge_input_is_capped_and_fast() -> None:
 def test_typical_message_is_fast() -> None:
     message = BY_ID["src-codegen110-addmm"]["message"]
     best = min(timeit.repeat(lambda: recognise(message), number=300, repeat=5)) / 300
-    assert best < 50e-6, f"{best * 1e6:.1f} µs per call"
+    # About 40 µs on an idle core; the bound catches runaway patterns (backtracking),
+    # not a busy host: speed itself is judged by the benchmarks, side by side.
+    assert best < 250e-6, f"{best * 1e6:.1f} µs per call"
 
 
 def test_recognising_imports_only_the_standard_library() -> None:

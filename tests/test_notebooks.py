@@ -113,7 +113,11 @@ def _check_panel(data: dict[str, Any], family: str | None, widget: bool) -> None
     assert "<script" not in data["text/html"].lower()
     assert data["text/plain"].startswith("ipydevice · device error")
     if family:
-        assert f"device error ({family})" in data["text/plain"]
+        from ipydevice import registry
+
+        found = registry.family_of(family)
+        assert found is not None
+        assert f"device error: {found.title}" in data["text/plain"]
     if widget:
         assert data[WIDGET_VIEW]["model_id"]
 

@@ -6,7 +6,8 @@ text:
 
 * the panel's HTML (diagnosis, widget, inventory) parses to the tags and
   attributes ipydevice emits and nothing else (no ``script``, no ``on*``
-  attribute), and its text content carries the user's text verbatim;
+  attribute), and its text content carries the user's text verbatim (invisible and
+  reordering characters written as their escapes, ``wording.visible``);
 * every fix's code parses, names no variable but the ones involved and a few
   fixed helpers, and holds a key only as a literal: nothing the user typed as a
   key or a message is ever code. Applying the fix makes the failed cell run.
@@ -35,6 +36,7 @@ import ipydevice
 from ipydevice.collect import inventory as census
 from ipydevice.collect.scan import SKIP_NAMES
 from ipydevice.model import Diagnosis, Fix
+from ipydevice.wording import visible
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
@@ -58,7 +60,7 @@ TAGS = frozenset(
         "ul",
     }
 )
-ATTRIBUTES = frozenset({"class", "style", "data-scope", "data-verbosity"})
+ATTRIBUTES = frozenset({"class", "style", "data-scope", "data-verbosity", "data-ipydevice-anchor"})
 
 #: Names a fix's code may use besides the user's own (comprehension variables,
 #: the helpers of generated fixes).
@@ -166,7 +168,7 @@ def check_html(fragment: str, *verbatim: str) -> str:
     assert not parser.other, parser.other
     content = "".join(parser.text)
     for piece in verbatim:
-        assert piece in content, (piece, content[:2000])
+        assert visible(piece) in content, (piece, content[:2000])
     return content
 
 
@@ -190,7 +192,7 @@ def check_every_view(d: Diagnosis, namespace: dict[str, Any], *verbatim: str) ->
     combined = check_html(d._repr_html_(), *verbatim)
     combined += "".join(check_html(fragment) for fragment in widget_html(d, namespace))
     for piece in verbatim:
-        assert piece in combined, piece
+        assert visible(piece) in combined, piece
 
 
 # -- code ---------------------------------------------------------------------------------
@@ -316,8 +318,9 @@ def test_exception_messages(extra: str) -> None:
     )
     d = ipydevice.diagnose(RuntimeError(message))
     assert d.is_device_error
-    # The panel shows the first line (str.splitlines: a form feed ends it too), cut at 300.
-    shown = message.splitlines()[0][:300]
+    # The panel shows the first line, cut at 300, with invisible characters (a form
+    # feed, a bidi override) written as escapes.
+    shown = visible(message).splitlines()[0][:300]
     check_every_view(d, {}, shown)
     for fix in d.fixes:
         check_fix_code(fix, set())

@@ -55,8 +55,8 @@ def test_the_panel_says_each_fact_once(classic: Diagnosis) -> None:
     assert "move it to" not in text and "computation runs" not in text
     assert "Expected all tensors" not in text  # under its own traceback
     assert 'data-verbosity="context"' in html
-    # the move, the cell rewritten, and device= where the earlier cell made x
-    assert html.count('class="ipydevice-fix"') == 3 and ">Fixes</div>" in html
+    # the move and device= where the earlier cell made x (no rewrite of a one-line cell)
+    assert html.count('class="ipydevice-fix"') == 2 and ">Fixes</div>" in html
 
 
 def test_one_fix_is_not_numbered() -> None:

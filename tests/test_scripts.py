@@ -316,6 +316,8 @@ def test_the_error_file_torchrun_reads(monkeypatch, tmp_path):
 
     error_file = tmp_path / "error.json"
     monkeypatch.setenv("TORCHELASTIC_ERROR_FILE", str(error_file))
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "1")
     monkeypatch.setattr(sys, "stderr", io.StringIO())
     monkeypatch.setattr(sys, "excepthook", lambda *args: None)
     ipydevice.install()
@@ -343,9 +345,66 @@ def test_the_error_file_torchrun_reads(monkeypatch, tmp_path):
         excepthook.write_error_file(exc, "REPORT")
     stack = ProcessFailure(0, 1, 1, str(error_file)).message["extraInfo"]["py_callstack"]
     assert stack.startswith("Traceback") and stack.count("REPORT") == 1
-    error_file.write_text("not JSON")  # another writer's leftovers: written afresh
+    error_file.write_text("not JSON")  # a file of the user's: never overwritten
     excepthook.write_error_file(error, "REPORT")
-    assert "REPORT" in ProcessFailure(0, 1, 1, str(error_file)).message["extraInfo"]["py_callstack"]
+    assert error_file.read_text() == "not JSON"
+
+
+DEVICE_ERROR = RuntimeError(
+    "Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!"
+)
+
+
+def test_the_error_file_only_under_a_launcher(monkeypatch, tmp_path):
+    """TORCHELASTIC_ERROR_FILE left in a shell's environment, without torchrun's
+    RANK/WORLD_SIZE: `python -m ipydevice run` writes nothing there."""
+    error_file = tmp_path / "error.json"
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("TORCHELASTIC_ERROR_FILE", str(error_file))
+    excepthook.write_error_file(DEVICE_ERROR, "REPORT")
+    assert not error_file.exists()
+    script = tmp_path / "train.py"
+    script.write_text(MISMATCH)
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE")}
+    env["TORCHELASTIC_ERROR_FILE"] = str(error_file)
+    result = subprocess.run(
+        [sys.executable, "-m", "ipydevice", "run", str(script)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**env, "NO_COLOR": "1"},
+    )
+    assert result.returncode == 1 and "`batch` is on cpu" in result.stderr
+    assert not error_file.exists()
+
+
+@pytest.mark.parametrize("kind", ["user file", "user JSON", "link", "dangling link", "folder"])
+def test_the_error_file_is_never_the_users(monkeypatch, tmp_path, kind):
+    """Under a launcher too: a file that is not torchelastic's is left as it is, and
+    a symbolic link is never followed (neither to a file nor to where it points)."""
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    path = tmp_path / "error.json"
+    target = tmp_path / "notes.txt"
+    target.write_text("my notes")
+    if kind == "user file":
+        path.write_text("my notes")
+    elif kind == "user JSON":
+        path.write_text('{"mine": [1, 2]}')
+    elif kind == "link":
+        path.symlink_to(target)
+    elif kind == "dangling link":
+        path.symlink_to(tmp_path / "nowhere.json")
+    else:
+        path.mkdir()
+    before = path.read_text() if path.is_file() else None
+    monkeypatch.setenv("TORCHELASTIC_ERROR_FILE", str(path))
+    excepthook.write_error_file(DEVICE_ERROR, "REPORT")
+    assert target.read_text() == "my notes"
+    assert not (tmp_path / "nowhere.json").exists()
+    if before is not None:
+        assert path.read_text() == before
 
 
 DEVICE_TESTS = textwrap.dedent("""

@@ -105,6 +105,7 @@ DIAGNOSIS = Diagnosis(
     exc_type="RuntimeError",
     message="Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!",
     summary="an operation received tensors on different devices",
+    family_title="tensors on different devices",
     devices=("cuda:0", "cpu"),
     target="cuda:0",
     reference="model",
@@ -118,7 +119,7 @@ DIAGNOSIS = Diagnosis(
 
 def test_text_rendering_names_the_culprit_target_and_fix() -> None:
     text = render_diagnosis(DIAGNOSIS, width=100)
-    assert text.startswith("ipydevice · device error (op_mismatch)")
+    assert text.startswith("ipydevice · device error: tensors on different devices")
     assert "x = x.to('cuda:0')" in text and "cuda:0" in headline(DIAGNOSIS)
     assert all(len(line) <= 100 for line in text.splitlines())
     assert str(DIAGNOSIS) == text

@@ -221,9 +221,12 @@ def test_generate_warning_from_a_cell_gets_one_panel_under_the_stock_output(
     assert cap.stderr.count("UserWarning: You are calling .generate()") == 1
     (bundle,) = panels(cap)
     assert set(bundle) == {"text/plain", "text/html"}
-    assert "ipydevice · device warning (hf_warning)" in bundle["text/plain"]
+    assert (
+        "ipydevice · device warning: model and inputs on different devices" in bundle["text/plain"]
+    )
     assert "UserWarning: You are calling .generate()" in bundle["text/plain"]
-    assert "inputs = inputs.to(model.device)" in bundle["text/plain"]
+    # The text wraps to the terminal's width (80 columns under pytest-xdist).
+    assert "inputs = inputs.to(model.device)" in " ".join(bundle["text/plain"].split())
     assert "ipydevice-panel" in bundle["text/html"] and "device warning" in bundle["text/html"]
     ((_, stderr_before),) = published
     assert "You are calling .generate()" in stderr_before  # the panel comes under it
@@ -241,9 +244,27 @@ def test_generate_warning_names_the_inputs_and_moves_them(ip: InteractiveShell) 
     text = bundle["text/plain"]
     assert "`inputs['input_ids']` is on cpu" in text
     assert "`model` is on meta" in text
-    fixes = text.split("Fixes")[1]
+    fixes = text.split("Fix")[1]  # one fix: the cell is one line, its rewrite would repeat it
     assert "inputs" in fixes and ".to('meta')" in fixes  # the inputs go where the model is
     assert "PreTrainedModel" not in text and "fakehf" not in text.split("Fixes")[-1]
+
+
+def test_generate_warning_targets_the_model_device_in_its_own_words(ip: InteractiveShell) -> None:
+    """The model on the CPU and the inputs on the accelerator: the warning says where
+    the model is, so the inputs go there (the model is not moved to the data)."""
+    run(
+        ip,
+        "import fakehf\nmodel = fakehf.TinyLM()\n"
+        "inputs = {'input_ids': torch.ones(1, 4, dtype=torch.long, device='meta')}",
+    )
+    cap, _ = run_captured(ip, "out = model.generate(**inputs)")
+    assert "`input_ids` is on meta, whereas the model is on cpu" in cap.stderr
+    (bundle,) = panels(cap)
+    text = bundle["text/plain"]
+    assert "target cpu: the warning says the model is on cpu" in text
+    fixes = text.split("\n  Fix")[1]  # "Fixes" or, for one fix, "Fix: ..."
+    assert "inputs" in fixes and ".to('cpu')" in fixes
+    assert "model.to(" not in fixes
 
 
 def test_a_warning_in_a_loop_gives_one_panel_per_cell(ip: InteractiveShell) -> None:
@@ -261,7 +282,7 @@ def test_torch_meta_load_warning_gets_one_panel_with_assign_true(ip: Interactive
     assert cap.stderr.count("to a meta parameter in the current model, which is a no-op") == 2
     (bundle,) = panels(cap)  # one per load, not one per parameter
     text = bundle["text/plain"]
-    assert "ipydevice · device warning (meta_device)" in text
+    assert "ipydevice · device warning: meta tensor used where data is needed" in text
     assert "Objects involved" in text and "net " in text and "meta" in text
     assert "1. Load with assign=True" in text
     assert "net.load_state_dict(nn.Linear(2, 2).state_dict(), assign=True)" in text
@@ -296,7 +317,7 @@ def test_warnings_as_errors_still_raise_and_get_the_error_panel(ip: InteractiveS
         cap, result = run_captured(ip, warn_cell(GENERATE))
     assert isinstance(result.error_in_exec, UserWarning)
     (bundle,) = panels(cap)
-    assert "ipydevice · device error (hf_warning)" in bundle["text/plain"]
+    assert "ipydevice · device error: model and inputs on different devices" in bundle["text/plain"]
 
 
 def test_catch_warnings_record_still_records(ip: InteractiveShell) -> None:
@@ -346,7 +367,9 @@ def test_accelerate_logger_warnings_get_one_panel_and_the_same_output(
     assert result.success
     assert cap.stderr == plain  # printed once, as without ipydevice
     (bundle,) = panels(cap)
-    assert "ipydevice · device warning (hf_warning)" in bundle["text/plain"]
+    assert (
+        "ipydevice · device warning: model and inputs on different devices" in bundle["text/plain"]
+    )
     assert "accelerate.big_modeling WARNING" in bundle["text/plain"]
     ((_, stderr_before),) = published
     assert text in stderr_before
@@ -602,5 +625,7 @@ def test_dash_w_error_still_raises() -> None:
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert "RESULT UserWarning" in done.stdout
-    assert "ipydevice · device error (hf_warning)" in done.stdout  # the error panel
+    assert (
+        "ipydevice · device error: model and inputs on different devices" in done.stdout
+    )  # the error panel
     assert "device warning" not in done.stdout

@@ -17,9 +17,9 @@ pytest.importorskip("anywidget")
 SETUP = "import torch\nimport torch.nn as nn\nmodel = nn.Linear(4, 2).to('meta')\nx = torch.randn(3, 4)\n"
 
 
-def diagnosis(nb: Notebook):
+def diagnosis(nb: Notebook, cell: str = "out = model(x)\n"):
     nb.run(SETUP)
-    return ipydevice.diagnose(nb.fails("out = model(x)\n"), namespace=nb.ns)
+    return ipydevice.diagnose(nb.fails(cell), namespace=nb.ns)
 
 
 def test_one_row_per_fix_with_the_buttons_it_can_have(nb):
@@ -71,10 +71,48 @@ def test_insert_in_the_browser_and_the_fallback(nb):
     queued: list[str] = []
     panel = build_panel(diagnosis(nb), lambda: nb.ns, insert=queued.append)
     click(panel, "inserted")  # the browser added the cell below the failed one
-    assert queued == [] and "below the failed cell" in panel.status
+    assert queued == [] and "below this one: run it, then re-run this cell" in panel.status
     click(panel, "insert")  # it could not: the kernel queues the code
     assert queued == ["x = x.to('meta')"]
-    assert "below the next cell you run" in panel.status
+    assert "cannot add cells from a widget" in panel.status
+    assert "the next cell you run" in panel.status and panel.status_ok
+
+
+@pytest.mark.parametrize(
+    ("frontend", "says"),
+    [
+        ("vscode", "VS Code adds it as a new cell below the next cell you run"),
+        ("colab", "Colab adds it as a new cell below the next cell you run"),
+    ],
+)
+def test_insert_says_where_each_front_end_puts_the_cell(nb, frontend, says):
+    queued: list[str] = []
+    panel = build_panel(diagnosis(nb), lambda: nb.ns, insert=queued.append)
+    click(panel, "insert", frontend=frontend)
+    assert queued == ["x = x.to('meta')"] and says in panel.status
+
+
+def test_insert_of_a_rewritten_cell_says_it_replaces_the_cell(nb):
+    # a cell that makes its own input: only the cell rewritten moves it (a cell of
+    # one line gets the move alone, which says the same)
+    d = diagnosis(nb, "h = x * 2\nout = model(h)\n")
+    index = next(i for i, fix in enumerate(d.fixes) if fix.scope == "cell")
+    queued: list[str] = []
+    panel = build_panel(d, lambda: nb.ns, insert=queued.append)
+    assert "instead of the failed one" in panel.fixes[index]["insert_tip"]
+    click(panel, "inserted", index)
+    assert "replacement: run the new cell instead of this one" in panel.status
+    assert "re-run" not in panel.status  # re-running the failed cell fails again
+    assert panel.status_index == index
+    click(panel, "insert", index, frontend="vscode")
+    assert "run it instead of the failed cell" in panel.status and "re-run" not in panel.status
+
+
+def test_a_copy_that_failed_says_so(nb):
+    panel = build_panel(diagnosis(nb), lambda: nb.ns)
+    click(panel, "copy-failed", 1)
+    assert not panel.status_ok and "could not copy" in panel.status
+    assert panel.copies == 0 and panel.status_index == 1
 
 
 def test_messages_that_make_no_sense_are_ignored(nb):
@@ -120,3 +158,19 @@ def test_the_browser_code_inserts_below_the_failed_cell_by_id():
     assert "manager.context.model" in _ESM and "sharedModel" in _ESM
     assert "cell.id === cellId" in _ESM and "insertCell(index + 1" in _ESM
     assert "innerHTML" not in _ESM  # every text goes in as text
+
+
+def test_the_browser_code_claims_a_copy_only_when_it_happened():
+    from ipydevice.render.widget import _ESM
+
+    # execCommand's result is read, and a refusal is reported to the kernel.
+    assert "return Boolean(done)" in _ESM and '"copy-failed"' in _ESM
+    assert '"Copied"' not in _ESM  # no success painted before the kernel says so
+
+
+def test_the_buttons_find_their_outputs_by_anchor(nb):
+    panel = build_panel(diagnosis(nb), lambda: nb.ns, anchor="abc123")
+    assert panel.anchor == "abc123"
+    from ipydevice.render.widget import _ESM
+
+    assert "data-ipydevice-anchor" in _ESM and "CSS.escape(anchor)" in _ESM

@@ -8,14 +8,24 @@ small file (``loaders.py``) and list it below.
 """
 
 from ipydevice import registry
-from ipydevice.audits import companions, loaders, modules, optimizers, wrappers
+from ipydevice.audits import (
+    companions,
+    loaders,
+    modules,
+    optimizers,
+    stale_optimizers,
+    worker_transfers,
+    wrappers,
+)
 
 #: In the order they run on each object (a module's own problems, then its wrapper's).
 BUILTIN = (
     modules.AUDIT,
     wrappers.AUDIT,
     optimizers.AUDIT,
+    stale_optimizers.AUDIT,
     loaders.AUDIT,
+    worker_transfers.AUDIT,
     companions.AUDIT,
 )
 

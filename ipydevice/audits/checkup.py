@@ -31,12 +31,20 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from ipydevice import registry
 from ipydevice._debug import contain, failure_line
-from ipydevice.audits.common import first_device, move_fix, stray_devices, unwrapped
+from ipydevice.audits.common import (
+    first_device,
+    move_fix,
+    scope_of,
+    spelling_from,
+    stray_devices,
+    unwrapped,
+)
+from ipydevice.audits.stale_optimizers import stale_problems
 from ipydevice.collect import probe
 from ipydevice.collect.namespace import user_namespace
 from ipydevice.collect.paths import format_path
@@ -63,11 +71,15 @@ __all__ = ["Checkup", "Problem", "check", "module_problems", "problems_of", "wat
 
 @dataclass(frozen=True, slots=True)
 class Checkup:
-    """The result of :func:`check` or :func:`watch`: true when something is wrong."""
+    """The result of :func:`check` or :func:`watch`: true when something is wrong.
+
+    ``checked``: how many tensors, modules and optimizers were looked at (-1 when
+    not counted); 0 means there was nothing to check."""
 
     problems: tuple[Finding, ...] = ()
     fixes: tuple[Fix, ...] = ()
     notes: tuple[str, ...] = ()
+    checked: int = -1
 
     def __bool__(self) -> bool:
         return bool(self.problems)
@@ -117,7 +129,7 @@ def check(
     if namespace is None:
         namespace = user_namespace()
     try:
-        with probe.metadata_reads():
+        with probe.metadata_reads(), spelling_from(namespace):
             return _check(objects, namespace, names)
     except BaseException as failure:
         # What the user's objects or audits raise (SystemExit included) is
@@ -142,7 +154,24 @@ def _check(
             if entry not in roots:
                 roots.append(entry)
     notes = list(scan.notes)
-    return _checkup(problems_of(roots, notes), notes)
+    checkup = _checkup(problems_of(roots, notes), notes)
+    checked = sum(1 for e in scan.entries.values() if e.kind not in ("container", "object"))
+    checked += sum(1 for e in roots if e.kind in ("container", "object") and _audited(e.obj))
+    return replace(checkup, checked=checked)
+
+
+def _audited(obj: Any) -> bool:
+    """A DataLoader, a GradScaler, a scheduler: an object that may hold no tensor
+    but whose own rules were run (the classes the error families audit), so that
+    ``check(loader)`` counts it as checked."""
+    from ipydevice.diagnosis import families  # noqa: F401  (registers the built-in ones)
+
+    name = probe.class_name(obj)
+    for family_id in registry.family_ids():
+        family = registry.family_of(family_id)
+        if family is not None and name in family.audited:
+            return True
+    return False
 
 
 def _name_bare(roots: list[Entry], namespace: Mapping[str, Any]) -> None:
@@ -168,7 +197,7 @@ def _root(scan: Scan, obj: Any, path: tuple, where: str, named: bool) -> Entry:
 def watch(namespace: Mapping[str, Any], names: Iterable[str]) -> Checkup:
     """The cheap after-cell check: the model and the batch-like ``names`` a cell
     bound. Reads one parameter of the model, never all of them."""
-    with probe.metadata_reads():
+    with probe.metadata_reads(), spelling_from(namespace):
         return _watch(namespace, names)
 
 
@@ -179,8 +208,9 @@ def _watch(namespace: Mapping[str, Any], names: Iterable[str]) -> Checkup:
             inner = unwrapped(value)  # torch.compile and (D)DP wrap the same model
             if id(inner) not in models or inner is value:
                 models[id(inner)] = (name, inner)
+    stale = _stale_after(namespace, names, list(models.values()))
     if len(models) != 1:
-        return Checkup()
+        return _checkup(stale, [])
     model_name, model = next(iter(models.values()))
     state = probe.module_dict(model)
     from ipydevice.collect.entries import dispatch_device
@@ -202,7 +232,24 @@ def _watch(namespace: Mapping[str, Any], names: Iterable[str]) -> Checkup:
                 target=device,
             )
             problems.append(Problem(finding, (move_fix(name, value, device),)))
-    return _checkup(problems, [])
+    return _checkup(stale + problems, [])
+
+
+def _stale_after(
+    namespace: Mapping[str, Any], names: Iterable[str], models: list[tuple[str, Any]]
+) -> list[Problem]:
+    """When a cell (re)binds a model or an optimizer: optimizers over parameters
+    the namespace's models no longer have (see :mod:`ipydevice.audits.stale_optimizers`)."""
+    if registry.audit_of("stale_optimizers") is None:
+        return []
+    bound = [namespace.get(n) for n in names if isinstance(n, str)]
+    if not any(probe.is_module(v) or probe.is_optimizer(v) for v in bound):
+        return []
+    problems: list[Problem] = []
+    for name, value in _names_values(namespace):
+        if probe.is_optimizer(value):
+            problems.extend(stale_problems(name, "namespace", value, models))
+    return problems
 
 
 def _checkup(problems: list[Problem], notes: Iterable[str]) -> Checkup:
@@ -245,10 +292,11 @@ def problems_of(
     problems: list[Problem] = []
     modules = [e for e in roots if e.module is not None and e.module.registered]
     audits = registry.audits()
-    for entry in roots:
-        for audit in audits:
-            if not audit.companion:
-                problems.extend(audit.run(entry))
+    with scope_of(modules):
+        for entry in roots:
+            for audit in audits:
+                if not audit.companion:
+                    problems.extend(audit.run(entry))
     model = _the_model(modules)
     if model is not None:
         view = model.module
@@ -314,8 +362,19 @@ def module_problems(entry: Entry, factories: bool = True) -> list[Problem]:
 
 
 def _the_model(modules: list[Entry]) -> Entry | None:
-    """The biggest module with parameters, if the others agree on its device."""
+    """The model the others are checked against: among modules with parameters, one
+    on an accelerator before one on ``meta`` before one on the CPU (a teacher, a
+    baseline or an EMA copy kept on the CPU beside a GPU model is not where the
+    batch should go), then the biggest."""
     with_params = [e for e in modules if any(k == "parameter" for _, _, k in e.module.registered)]  # type: ignore[union-attr]
     if not with_params:
         return None
-    return max(with_params, key=lambda e: len(e.module.registered))  # type: ignore[union-attr]
+
+    def rank(entry: Entry) -> tuple[int, int]:
+        view = entry.module
+        assert view is not None
+        device = view.dispatch_device or view.majority()
+        placed = 2 if device == "cpu" else 1 if device == "meta" else 0
+        return placed, -len(view.registered)
+
+    return min(with_params, key=rank)

@@ -2,23 +2,71 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 from ipydevice.collect import probe
 from ipydevice.collect.paths import format_path
 from ipydevice.collect.scan import Entry
-from ipydevice.diagnosis.culprits import same_device
+from ipydevice.diagnosis.culprits import device_variable, same_device
 from ipydevice.model import Action, Fix, Step
 
 __all__ = [
     "BATCH_SIZE_LIMIT",
     "first_device",
+    "models_in_scope",
     "module_to_fix",
     "move_fix",
+    "say",
+    "scope_of",
+    "spelling_from",
     "stray_devices",
     "tensor_items",
     "unwrapped",
 ]
+
+
+#: The namespace whose device variable (``device``, ``dev``) the fixes' code uses.
+_NAMES: ContextVar[Mapping[str, Any] | None] = ContextVar("ipydevice_audit_names", default=None)
+
+
+@contextmanager
+def spelling_from(namespace: Mapping[str, Any]) -> Iterator[None]:
+    """While audits run, their fixes say ``x.to(device)`` when ``namespace`` holds a
+    device variable for the device, as the panel's fixes do."""
+    token = _NAMES.set(namespace)
+    try:
+        yield
+    finally:
+        _NAMES.reset(token)
+
+
+def say(device: str) -> str:
+    """``device`` as the fixes' code writes it: the user's variable, else the literal."""
+    names = _NAMES.get()
+    name = device_variable(names, device) if names is not None else ""
+    return name or repr(device)
+
+
+#: The models an audit may compare an object with (those given to check(), else the namespace's).
+_MODELS: ContextVar[tuple[Entry, ...]] = ContextVar("ipydevice_audit_models", default=())
+
+
+@contextmanager
+def scope_of(models: list[Entry]) -> Iterator[None]:
+    """While audits run over a checkup's objects, the models among them."""
+    token = _MODELS.set(tuple(models))
+    try:
+        yield
+    finally:
+        _MODELS.reset(token)
+
+
+def models_in_scope() -> tuple[Entry, ...]:
+    """The models of the checkup being run (see :func:`scope_of`)."""
+    return _MODELS.get()
 
 
 #: A container holding more tensors than this is data, not a batch.
@@ -29,7 +77,7 @@ def module_to_fix(entry: Entry, device: str) -> Fix:
     text = format_path(entry.path)
     return Fix(
         f"Move all of {text} to {device}",
-        f"{text}.to({device!r})",
+        f"{text}.to({say(device)})",
         "namespace",
         steps=(Step("module_to", entry.path, device),),
     )
@@ -65,14 +113,14 @@ def move_fix(name: str, value: Any, device: str, path: tuple = ()) -> Fix:
     path = path or ((("name", name),) if name.isidentifier() else ())
     action: Action
     if probe.is_a(value, dict):
-        code = f"{name} = {{k: v.to({device!r}) if torch.is_tensor(v) else v for k, v in {name}.items()}}"
+        code = f"{name} = {{k: v.to({say(device)}) if torch.is_tensor(v) else v for k, v in {name}.items()}}"
         action = "mapping"
     elif probe.is_a(value, (list, tuple)) and not probe.is_tensor(value):
         opener, closer = ("[", "]") if probe.is_a(value, list) else ("tuple(", ")")
-        code = f"{name} = {opener}t.to({device!r}) if torch.is_tensor(t) else t for t in {name}{closer}"
+        code = f"{name} = {opener}t.to({say(device)}) if torch.is_tensor(t) else t for t in {name}{closer}"
         action = "sequence"
     else:
-        code = f"{name} = {name}.to({device!r})"
+        code = f"{name} = {name}.to({say(device)})"
         action = "reassign"
     return Fix(
         f"Move {name} to {device}",

@@ -26,7 +26,7 @@ from ipydevice.diagnosis.culprits import Analysis
 from ipydevice.diagnosis.family import MessageFacts
 from ipydevice.model import Finding, Fix
 
-__all__ = ["explaining_audits"]
+__all__ = ["explaining_audits", "family_causes"]
 
 
 def explaining_audits(
@@ -90,7 +90,39 @@ def _family_problems(
 ) -> list[Any]:
     """Audits of the top-level objects the error's family points at (a DataLoader
     for a generator error); the model comes along so that devices compare."""
-    family = registry.family_of(facts.family)
+    model = analysis.top_module
+    roots = _audited_roots(facts.family, namespace)
+    if not roots:
+        return []
+    return problems_of(([model] if model is not None else []) + roots, plugins=False)
+
+
+def family_causes(
+    family_id: str | None, namespace: Mapping[str, Any] | None, target: str
+) -> tuple[tuple[Finding, ...], tuple[Fix, ...]]:
+    """The causes and source fixes that the namespace's objects of the classes
+    ``family_id`` names give for an error raised in another process: a DataLoader
+    whose Dataset moves samples to the GPU explains a worker's fork error, though
+    none of the notebook's objects is the worker's culprit."""
+    roots = _audited_roots(family_id, namespace or {})
+    causes: list[Finding] = []
+    fixes: list[Fix] = []
+    for problem in problems_of(roots, plugins=False) if roots else []:
+        finding = problem.finding
+        if finding.rule not in EXPLAINS_ANY_DEVICE and finding.device == target:
+            continue
+        if any((c.name, c.rule) == (finding.name, finding.rule) for c in causes):
+            continue
+        causes.append(finding)
+        fixes += [
+            f for f in problem.fixes if f.scope == "source" and all(f.code != g.code for g in fixes)
+        ]
+    return tuple(causes), tuple(fixes)
+
+
+def _audited_roots(family_id: str | None, namespace: Mapping[str, Any]) -> list[Entry]:
+    """The namespace's top-level objects of the classes the family names, as roots."""
+    family = registry.family_of(family_id) if family_id else None
     kinds = family.audited if family is not None else ()
     if not kinds:
         return []
@@ -109,7 +141,4 @@ def _family_problems(
             added = Scan(_settings.current()).add(root.obj, root.path, "namespace", named=True)
             assert added is not None  # a module always gets an entry in a fresh scan
             root.kind, root.module = "module", added.module
-    model = analysis.top_module
-    if not roots:
-        return []
-    return problems_of(([model] if model is not None else []) + roots, plugins=False)
+    return roots

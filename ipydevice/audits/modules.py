@@ -12,6 +12,7 @@ from typing import Any
 from ipydevice import registry
 from ipydevice.audits.common import (
     module_to_fix,
+    say,
 )
 from ipydevice.collect import probe
 from ipydevice.collect.paths import format_path
@@ -104,7 +105,7 @@ def _unregistered(entry: Entry, rel: tuple, tensor: Any, owner: Any, majority: s
         fixes.append(
             Fix(
                 title,
-                f"{name} = {name}.to({majority!r})",
+                f"{name} = {name}.to({say(majority)})",
                 "namespace",
                 steps=(Step("reassign", path, majority),),
             )

@@ -153,6 +153,12 @@ class Entry:
     container: Any = None
     #: another name the user holds it under (``w`` for ``criterion.weight``)
     alias: str = ""
+    #: other places the failing code reads it from, which a move must set too
+    #: (a closure's cell, when the user holds the tensor by a name of their own)
+    slots: tuple[Path, ...] = ()
+    #: a module found in the namespace as the owner of such an alias (it did
+    #: not run: its device is no evidence of the target)
+    owns_alias: bool = False
     module: ModuleView | None = None
     optimizer: OptimizerView | None = None
     _facts: TensorFacts | None = None
@@ -182,6 +188,17 @@ class Entry:
         if self.named or not self.path or self.path[0][0] != "local":
             return text
         return f"{text} in {self.where}"
+
+
+def reads_part_of(entry: Entry, parent: Entry, step: tuple[str, Any]) -> bool:
+    """``entry`` was recorded as the expression that reads ``step`` of
+    ``parent`` in the same frame (``self.table``, ``h.weights['w']``)."""
+    path = entry.path
+    if len(path) != 1 or path[0][0] != "local" or entry.where != parent.where:
+        return False
+    if not parent.path or parent.path[0][0] != "local":
+        return False
+    return format_path((*parent.path, step)) == path[0][1]
 
 
 def dispatch_device(device_map: Any) -> str:
@@ -238,8 +255,9 @@ def shares_of(
     return tuple(DeviceShare(d, counts[d], sizes[d]) for d in ordered)
 
 
-def record_of(entry: Entry, limit: int = 200) -> ObjectRecord:
-    """Turns one transient entry into a row of strings and numbers."""
+def record_of(entry: Entry, limit: int = 200, held: list[Any] | None = None) -> ObjectRecord:
+    """Turns one transient entry into a row of strings and numbers; ``held``: the
+    tensors a holder holds at any depth (else its direct items are counted)."""
     obj = entry.obj
     base: dict[str, Any] = {
         "name": entry.name,
@@ -274,8 +292,10 @@ def record_of(entry: Entry, limit: int = 200) -> ObjectRecord:
         detail = f"{plural(params, 'parameter')}, {plural(state, 'state tensor')}"
         return ObjectRecord(device=one_device(shares), shares=shares, detail=detail, **base)
     items = container_items(obj, limit + 1) or []
-    children = (child for _, child in items[:limit] if id(type(child)) not in ATOM_IDS)
-    shares = shares_of((child for child in children if probe.is_tensor(child)), placement)
+    if held is None:
+        children = (child for _, child in items[:limit] if id(type(child)) not in ATOM_IDS)
+        held = [child for child in children if probe.is_tensor(child)]
+    shares = shares_of(held, placement)
     size = safe_len(obj)
     detail = plural(size, "item") if size >= 0 else ""
     if len(items) > limit:

@@ -12,7 +12,7 @@ from typing import Any
 
 from ipydevice import settings as _settings
 from ipydevice.collect import probe
-from ipydevice.collect.frames import FrameView, line_operands
+from ipydevice.collect.frames import FrameView, line_operands, method_receivers
 from ipydevice.collect.scan import Scan
 
 __all__ = ["collect"]
@@ -23,6 +23,7 @@ def collect(
 ) -> Scan:
     """Scans what the frames hold, innermost first, then names it from ``namespace``."""
     scan = Scan(settings)
+    scan.namespace = namespace
     user_indexes = [i for i, v in enumerate(views) if v.is_user]
     innermost_user = user_indexes[-1] if user_indexes else -1
     # The call that failed: the innermost frame, and the innermost module forward.
@@ -41,14 +42,25 @@ def collect(
 
 
 def _collect_user_frame(scan: Scan, view: FrameView, index: int, innermost: bool) -> None:
+    receivers = method_receivers(view)
     for text, value, is_index in line_operands(view):
         path = (("local", text),)
+        # An object only called on (``scheduler.add_noise(...)``) is on the line, but
+        # its attributes are not what the call read: they do not inherit the flags.
+        # A module's or an optimizer's method reads its own tensors (``opt.step()``
+        # reads the state): those stay on the line.
+        read = (
+            text not in receivers
+            or probe.is_tensor(value)
+            or probe.is_module(value)
+            or probe.is_optimizer(value)
+        )
         scan.add(
             value,
             path,
             view.label,
-            on_line=True,
-            operand=innermost,
+            on_line=read,
+            operand=innermost and read,
             is_index=is_index,
             user=True,
             frame=index,

@@ -22,6 +22,7 @@ import linecache
 import os
 import sys
 import sysconfig
+import types
 from collections import UserDict
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -30,14 +31,17 @@ from typing import Any
 
 from ipydevice._debug import contain
 from ipydevice.collect import probe
+from ipydevice.collect.holders.base import own_attribute
 from ipydevice.model import FrameSummary
 
 __all__ = [
     "FrameView",
     "bound_names",
     "cell_number",
+    "is_top_level",
     "is_user_file",
     "line_operands",
+    "method_receivers",
     "source_location",
     "walk_frames",
 ]
@@ -52,11 +56,14 @@ class FrameView:
     summary: FrameSummary
     label: str
     is_user: bool
+    #: the text a wrapper ran (``exec``, ``%%time``), when no cache holds it
+    #: (see :mod:`ipydevice.collect.wrapped`)
+    source: tuple[str, ...] | None = None
 
     @property
     def is_module_level(self) -> bool:
         """Cell or script top level: its locals are the whole namespace."""
-        return self.frame.f_code.co_name == "<module>"
+        return is_top_level(self.frame.f_code.co_name)
 
     @property
     def self_module(self) -> Any:
@@ -118,10 +125,16 @@ def walk_frames(tb: TracebackType | None, limit: int) -> list[FrameView]:
     return views[top:][-limit:]
 
 
+def is_top_level(co_name: str) -> bool:
+    """The name of a module's or a cell's top-level code: ``<module>``, and
+    ``<cell line: N>`` as IPython 7.34 (Colab's) and early 8.x name a cell's code."""
+    return co_name == "<module>" or co_name.startswith("<cell line:")
+
+
 def _qualname(frame: FrameType) -> str:
     code = frame.f_code
     qualname = getattr(code, "co_qualname", code.co_name)
-    if code.co_name == "<module>":
+    if is_top_level(code.co_name):
         if not _is_cell_file(code.co_filename):
             return "<module>"
         number = cell_number(code.co_filename)
@@ -202,6 +215,8 @@ def is_user_file(filename: str) -> bool:
 def frame_tree(view: FrameView) -> tuple[ast.AST, int] | None:
     """The parsed source of the frame's function (or cell) and its line offset."""
     code = view.frame.f_code
+    if view.source is not None:  # a wrapper's text: the whole of it runs as one block
+        return _parse_block(code.co_filename, 1, True, len(view.source), view.source)
     lines = linecache.getlines(code.co_filename, view.frame.f_globals)
     if not lines:
         return None
@@ -307,27 +322,56 @@ def line_operands(view: FrameView) -> list[tuple[str, Any, bool]]:
     if found is None:
         return []
     stmt, _ = found
-    out: list[tuple[tuple[int, int], str, Any, bool]] = []
+    out: list[tuple[str, Any, bool]] = []
     index_nodes = _index_nodes(stmt)
+    for node in load_chains(stmt):
+        resolved = _resolvable(node, view.frame)
+        if resolved is not None:
+            chain, value = resolved
+            out.append((_text(chain), value, id(node) in index_nodes))
+    return out
+
+
+def load_chains(stmt: ast.stmt) -> list[ast.expr]:
+    """The names and chains a statement's own line reads (``batch['x']`` whole, not
+    ``batch``), in the order Python evaluates them (source order), not
+    ``ast.walk``'s breadth first: ``x * gamma + beta`` meets ``gamma`` before
+    ``beta``, ``scores.masked_fill(mask, ...) + bias`` ``mask`` before ``bias``."""
+    out: list[ast.expr] = []
     for part in header_nodes(stmt):
         inner = {
             id(n.value) for n in ast.walk(part) if isinstance(n, (ast.Attribute, ast.Subscript))
         }
-        for node in ast.walk(part):
-            if id(node) in inner:
-                continue  # ``batch`` in ``batch['x']``: only the whole chain is an operand
-            if isinstance(node, (ast.Name, ast.Attribute, ast.Subscript)) and isinstance(
-                getattr(node, "ctx", None), ast.Load
-            ):
-                resolved = _resolvable(node, view.frame)
-                if resolved is not None:
-                    chain, value = resolved
-                    where = (getattr(node, "lineno", 0), getattr(node, "col_offset", 0))
-                    out.append((where, _text(chain), value, id(node) in index_nodes))
-    # In the order Python evaluates them (source order), not ast.walk's breadth first:
-    # ``scores.masked_fill(mask, ...) + bias`` meets ``mask`` before ``bias``.
-    out.sort(key=lambda item: item[0])
-    return [(text, value, is_index) for _, text, value, is_index in out]
+        out.extend(
+            node
+            for node in ast.walk(part)
+            if id(node) not in inner
+            and isinstance(node, (ast.Name, ast.Attribute, ast.Subscript))
+            and isinstance(getattr(node, "ctx", None), ast.Load)
+        )
+    out.sort(key=lambda n: (getattr(n, "lineno", 0), getattr(n, "col_offset", 0)))
+    return out
+
+
+def method_receivers(view: FrameView) -> set[str]:
+    """The chains the failing statement uses only to call a method on: ``scheduler`` of
+    ``scheduler.add_noise(clean, noise)``. What such an object holds is not what the
+    call reads (the method's own frame says what it read)."""
+    found = failing_statement(view)
+    if found is None:
+        return set()
+    stmt, _ = found
+    calls: set[str] = set()
+    other: set[str] = set()
+    callees = {
+        id(n.func.value)
+        for n in ast.walk(stmt)
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+    }
+    for node in ast.walk(stmt):
+        if isinstance(node, (ast.Name, ast.Attribute, ast.Subscript)):
+            (calls if id(node) in callees else other).add(_text(node))
+    return calls - other
 
 
 def _resolvable(node: ast.AST, frame: FrameType) -> tuple[ast.AST, Any] | None:
@@ -379,7 +423,7 @@ def safe_value(node: ast.AST, frame: FrameType) -> tuple[bool, Any]:
 
 
 def _attribute(base: Any, name: str) -> tuple[bool, Any]:
-    """``base.name`` from registries and instance state only (no properties, no
+    """``base.name`` from registries, instance state and slots only (no properties, no
     ``__getattr__``, no lying ``__class__``: every test goes through ``type()``)."""
     state = probe.module_dict(base)
     try:
@@ -390,6 +434,10 @@ def _attribute(base: Any, name: str) -> tuple[bool, Any]:
                     return True, dict.__getitem__(registered, name)
         if dict.__contains__(state, name):
             return True, dict.__getitem__(state, name)
+        # a slot (``__slots__``): its member descriptor, read in C
+        slot = own_attribute(type(base), name)
+        if type(slot) is types.MemberDescriptorType:
+            return True, slot.__get__(base, type(base))  # (unset: AttributeError, contained)
         if probe.is_a(base, tuple):
             fields = probe.class_attribute(type(base), "_fields")
             if type(fields) is tuple and name in fields:

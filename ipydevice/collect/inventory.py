@@ -137,7 +137,8 @@ def _inventory(namespace: Mapping[str, Any], names: Any, include_private: bool) 
     if names:
         return _in_depth(scan, namespace, [names] if isinstance(names, str) else list(names))
     roots = _roots(scan, namespace, include_private, settings.max_objects)
-    rows = (record_of(e, settings.max_items) for e in roots)
+    held = _held_tensors(scan)
+    rows = (record_of(e, settings.max_items, held.get(id(e))) for e in roots)
     # A container or dataclass that holds no tensor (a Diagnosis kept in ``d``) is not news.
     records = tuple(r for r in rows if r.kind != "container" or r.shares)
     return Inventory(
@@ -173,6 +174,22 @@ def _roots(
         if entry is not None and entry.path == (("name", name),):
             roots.append(entry)
     return roots
+
+
+def _held_tensors(scan: Scan) -> dict[int, list[Any]]:
+    """id(holder entry) -> the tensors it holds at any depth (``pair['a'][1]``,
+    ``fn.__closure__[0].cell_contents``), each counted for its outermost
+    holders only (a module's own parts are its view's)."""
+    held: dict[int, list[Any]] = {}
+    for entry in list(scan.entries.values()):
+        if entry.parent_kind == "module" or not probe.is_tensor(entry.obj):
+            continue
+        owner, seen = entry.owner, 0
+        while owner is not None and seen < 64:
+            if owner.kind == "container":
+                held.setdefault(id(owner), []).append(entry.obj)
+            owner, seen = owner.owner, seen + 1
+    return held
 
 
 def _totals(scan: Scan) -> tuple[DeviceShare, ...]:

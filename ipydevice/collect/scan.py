@@ -28,6 +28,7 @@ from ipydevice.collect.entries import (
     OptimizerView,
     dispatch_device,
     optimizer_view,
+    reads_part_of,
     record_of,
     shares_of,
 )
@@ -53,16 +54,12 @@ from ipydevice.collect.walk import (
 from ipydevice.model import ObjectRecord
 from ipydevice.settings import Settings
 
+# fmt: off
 __all__ = [
-    "SKIP_NAMES",
-    "Entry",
-    "ModuleView",
-    "OptimizerView",
-    "Scan",
-    "descends",
-    "record_of",
+    "SKIP_NAMES", "Entry", "ModuleView", "OptimizerView", "Scan", "descends", "record_of",
     "shares_of",
 ]
+# fmt: on
 
 #: Namespace names that are IPython's own bookkeeping, never the user's objects.
 SKIP_NAMES = frozenset({"In", "Out", "exit", "quit", "get_ipython"})
@@ -87,6 +84,8 @@ class Scan:
         self.budget = probe.Budget(settings.time_budget)
         self._facts = FactsCache(self.budget, self.notes)
         self._roots: tuple[Mapping[str, Any], list[tuple[str, Any, int]]] | None = None
+        #: the user's names this scan was named from (for families that look there)
+        self.namespace: Mapping[str, Any] = {}
 
     # -- collecting ---------------------------------------------------------------
 
@@ -145,7 +144,7 @@ class Scan:
                 **inherited,
             )
             if entry is not None:
-                entry.owner = parent
+                entry.owner, entry.container = parent, parent.obj
 
     def _claim(self, entry: Entry, parent: Entry, step: tuple[str, Any], flags: dict) -> None:
         """An object seen before (torch's frames hold ``batch[key]`` as ``input``)
@@ -155,7 +154,11 @@ class Scan:
             return
         if parent.user and not entry.user:
             entry.path, entry.where, entry.user = (*parent.path, step), parent.where, True
-            entry.owner = parent
+            entry.owner, entry.container = parent, parent.obj
+        elif reads_part_of(entry, parent, step):
+            # ``self.table`` of the failing line is the table ``self`` holds: one
+            # path, so that naming ``self`` (``helper``) names it (``helper.table``).
+            entry.path, entry.owner, entry.container = (*parent.path, step), parent, parent.obj
         entry.operand |= bool(flags.get("operand"))
         entry.on_line |= bool(flags.get("on_line"))
 
@@ -471,7 +474,9 @@ class Scan:
         return picked
 
     def _rename(self, entry: Entry, path: Path) -> set[int]:
-        entry.named, entry.where = True, "namespace"
+        # what held it on its old path does not on this one (a naming walk that
+        # reaches it through a holder says so after)
+        entry.named, entry.where, entry.container = True, "namespace", None
         renamed = {id(entry.obj)}
         for key, other in self._rebase(entry, path):
             other.named, other.where = True, "namespace"

@@ -5,13 +5,13 @@ children, read without running user code (no ``__getattr__``, ``__iter__`` or
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from ipydevice._debug import contain
-from ipydevice.collect import probe
-from ipydevice.collect.paths import Path, is_key
+from ipydevice.collect import holders, probe
+from ipydevice.collect.paths import Path
+from ipydevice.collect.reading import dict_items, named_items, plain_name
 
 SKIP_NAMES = frozenset({"In", "Out", "exit", "quit", "get_ipython"})
 
@@ -24,8 +24,6 @@ UNWALKED_TYPES = (str, bytes, bytearray, int, float, complex, bool, type(None), 
 #: scan here" without comparing or hashing a (possibly hostile) class. The common
 #: leaves of big containers (ints, floats, strings) take this fast path.
 ATOM_IDS = frozenset(id(kind) for kind in UNWALKED_TYPES)
-
-_STR_ONLY = {str}
 
 
 def is_atom(obj: Any) -> bool:
@@ -67,18 +65,11 @@ def is_to_batch(obj: Any) -> bool:
 
 
 def is_container(obj: Any) -> bool:
-    kind = type(obj)
-    if issubclass(kind, (dict, list, tuple)):
-        return True
-    try:
-        if issubclass(kind, Mapping) and callable(probe.class_attribute(kind, "to")):
-            return True
-        # Class attributes read from the class dicts: a metaclass's
-        # __getattribute__ may raise, exit or sleep (is_dataclass would run it).
-        return probe.is_dataclass_type(kind) and not probe.is_a(obj, type)
-    except BaseException as caught:
-        contain(caught)
+    """A holder kind applies (:mod:`ipydevice.collect.holders`): a list, dict,
+    dataclass, attrs or pydantic model, closure, slotted or plain object."""
+    if probe.is_tensor(obj) or probe.is_module(obj) or probe.is_optimizer(obj):
         return False
+    return holders.holder_of(type(obj)) is not None
 
 
 SKIP, LEAF, WALK = 0, 1, 2
@@ -88,15 +79,15 @@ def classify(obj: Any) -> tuple[int, bool]:
     """``(category, walks)``, from ``type(obj)`` only (``callable`` reads the type).
 
     ``walks``: :meth:`Scan._children` may find something inside (a module,
-    optimizer, container, mapping or dataclass). ``category``, for a namespace
-    value: :data:`SKIP` for what is never named (atoms, classes, functions),
-    :data:`WALK` when it walks, else :data:`LEAF` (a tensor: named, not walked).
+    optimizer or a holder kind). ``category``, for a namespace value:
+    :data:`SKIP` for what is never named (atoms, classes, builtins), :data:`WALK`
+    when it walks, else :data:`LEAF` (a tensor: named, not walked).
     """
     kind = type(obj)
     if id(kind) in ATOM_IDS:
         return SKIP, False
     walks = walkable(obj)
-    if probe.is_a(obj, type) or (callable(obj) and not probe.is_module(obj)):
+    if probe.is_a(obj, type) or (callable(obj) and not walks):
         return SKIP, walks
     return (WALK if walks else LEAF), walks
 
@@ -106,134 +97,14 @@ def walkable(obj: Any) -> bool:
         return False
     if probe.is_module(obj) or probe.is_optimizer(obj):
         return True
-    kind = type(obj)
-    try:
-        return (
-            issubclass(kind, (list, tuple, dict, Mapping))
-            or probe.is_dataclass_type(kind)
-            or is_to_batch(obj)
-        )
-    except BaseException as caught:
-        contain(caught)
-        return False
+    return is_container(obj)
 
 
 def container_items(obj: Any, limit: int) -> list[tuple[tuple[str, Any], Any]] | None:
-    """Up to ``limit`` (step, child) pairs of a container, or None if not one."""
-    kind = type(obj)
-    try:
-        fields = probe.class_attribute(kind, "_fields") if issubclass(kind, tuple) else None
-        if fields is not None:
-            # range() bounds the walk: _fields may be endless, the tuple huge.
-            triples = zip(range(limit), fields, tuple.__iter__(obj), strict=False)
-            named = ((plain_name(name), value) for _, name, value in triples)
-            return [(("attr", n), value) for n, value in named if n is not None]
-        if issubclass(kind, (list, tuple)):
-            values = list.__iter__(obj) if issubclass(kind, list) else tuple.__iter__(obj)
-            # zip stops at range's end without pulling an item past the limit.
-            pairs = zip(range(limit), values, strict=False)
-            return [(("item", index), value) for index, value in pairs]
-        if issubclass(kind, dict):
-            return [(("item", k), v) for k, v in keyed_items(obj, limit)]
-        if issubclass(kind, Mapping):
-            data = probe.module_dict(obj).get("data")
-            if probe.is_a(data, dict):
-                return [(("item", k), v) for k, v in keyed_items(data, limit)]
-            return None
-        if probe.is_dataclass_type(kind):
-            names = probe.dataclass_field_names(kind)[:limit]
-            state = probe.module_dict(obj)
-            return [(("attr", n), state[n]) for n in names if n in state]
-        if is_to_batch(obj):
-            state = probe.module_dict(obj)
-            return [
-                (("attr", n), v)
-                for n, v in keyed_items(state, limit)
-                if type(n) is str and n.isidentifier() and not n.startswith("_")
-            ]
-    except BaseException as caught:
-        contain(caught)
+    """Up to ``limit`` (step, child) pairs of a holder, or None if not one."""
+    if probe.is_tensor(obj) or probe.is_module(obj) or probe.is_optimizer(obj):
         return None
-    return None
-
-
-def plain_key(key: Any) -> str | int | None:
-    """``key`` as an exact ``str`` or ``int`` (bool excluded), else None.
-
-    Paths are rendered with ``repr``/``format`` and kept in snapshots: a key of a
-    ``str`` or ``int`` subclass (an enum member, a class with its own ``__repr__``)
-    becomes the plain value, which dicts look up alike. Other keys are not named.
-    """
-    kind = type(key)
-    if kind is str or kind is int:
-        return key
-    if issubclass(kind, str):
-        return str.__str__(key)  # the plain characters: no user __str__ runs
-    if issubclass(kind, int) and not issubclass(kind, bool):
-        return int.__index__(key)
-    return None
-
-
-def plain_name(key: Any) -> str | None:
-    """An attribute or namespace name as an exact ``str``, else None."""
-    name = plain_key(key)
-    return name if type(name) is str else None
-
-
-def keyed_items(mapping: Any, limit: int) -> list[tuple[str | int, Any]]:
-    """Dict items whose keys can be written as literals, keys made plain."""
-    out = []
-    for key, value in dict_items(mapping, limit):
-        plain = plain_key(key)
-        if plain is not None and is_key(plain):
-            out.append((plain, value))
-    return out
-
-
-def named_items(mapping: Any, limit: int) -> list[tuple[str, Any]]:
-    """Dict items with plain ``str`` keys (module registries, ``__dict__``)."""
-    if type(mapping) is dict and len(mapping) <= limit:
-        # The common case (a module's registries): dict's own C-level items, and
-        # the keys' types checked in C.
-        if not mapping:
-            return []
-        try:
-            items = list(mapping.items())
-            if set(map(type, mapping)) == _STR_ONLY:
-                return items
-        except BaseException as caught:  # changed while read, or a key type with a hostile __hash__
-            contain(caught)
-            pass
-    out = []
-    for key, value in dict_items(mapping, limit):
-        if type(key) is str:  # the common case, without a call
-            out.append((key, value))
-        else:
-            name = plain_name(key)
-            if name is not None:
-                out.append((name, value))
-    return out
-
-
-def dict_items(mapping: Any, limit: int) -> list[tuple[Any, Any]]:
-    if not probe.is_a(mapping, dict):
-        return []
-    try:
-        # dict's own C-level view: a subclass's items() is never called.
-        return list(itertools.islice(dict.items(mapping), limit))
-    except BaseException as caught:
-        contain(caught)
-        pass
-    out: list[tuple[Any, Any]] = []  # changed during iteration (another thread)
-    try:
-        for key, value in dict.items(mapping):
-            if len(out) >= limit:
-                break
-            out.append((key, value))
-    except BaseException as caught:
-        contain(caught)
-        return out
-    return out
+    return holders.items_of(obj, limit)
 
 
 def child_step(container: str, name: str) -> tuple[str, Any]:

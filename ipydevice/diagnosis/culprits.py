@@ -1,9 +1,8 @@
-"""Choosing the target device and ranking the objects on the wrong one.
+"""Ranking the objects on the wrong device, once the target is chosen.
 
-The target is where things *should* go: the device a dispatched model takes its
-inputs on; else where the model taking part keeps its parameters; else what the
-message says is expected; else where most of the operands are. A bare device
-type (``cuda``) is made concrete (``cuda:0``) when an index is known.
+The target (where things *should* go) is chosen by :mod:`ipydevice.diagnosis.demands`
+when the message demands a device for one argument, else by
+:mod:`ipydevice.diagnosis.targets` from the evidence of the objects.
 
 A culprit is an object that took part and sits elsewhere. Some mixes are legal
 and never blamed: a 0-dim CPU tensor (a scalar), a CPU tensor used only as an
@@ -16,22 +15,32 @@ parts) are named, so locals that merely sit nearby do not drown the answer.
 
 from __future__ import annotations
 
-import ast
-import os
-from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from ipydevice import registry
 from ipydevice.collect import probe
-from ipydevice.collect.frames import FrameView, failing_statement
+from ipydevice.collect.frames import FrameView
+from ipydevice.collect.holders.base import class_dicts
 from ipydevice.collect.scan import Entry, Scan, descends
+from ipydevice.diagnosis.demands import demanded
 from ipydevice.diagnosis.family import MessageFacts
+from ipydevice.diagnosis.materials import state_dict_for
+from ipydevice.diagnosis.targets import choose_target, concrete, named_by_message, same_device
 from ipydevice.model import OPTIMIZER_STATE, Finding
 from ipydevice.wording import plural
 
-__all__ = ["DEVICE_NAMES", "Analysis", "Culprit", "analyse", "device_variable", "same_device"]
+__all__ = [
+    "DEVICE_NAMES",
+    "Analysis",
+    "Culprit",
+    "analyse",
+    "choose_target",
+    "device_variable",
+    "named_by_message",
+    "same_device",
+]
 
 _TENSOR_KINDS = ("tensor", "parameter", "buffer", "attribute")
 
@@ -56,6 +65,14 @@ class Analysis:
     device_name: str = ""
     found: list[Culprit] = field(default_factory=list)
     causes_found: list[Culprit] = field(default_factory=list)
+    #: the namespace name of the state dict the meta model is to be loaded from
+    state_dict: str = ""
+    state_dict_device: str = ""
+    #: the devices the message names: objects elsewhere did not meet in the operation
+    message_devices: tuple[str, ...] = ()
+    #: the one argument the target is for, when the message demands its device
+    #: (``lengths``): the other tensors keep their devices
+    argument: str = ""
     top_module: Entry | None = None
     failing_module: Entry | None = None
     notes: tuple[str, ...] = ()
@@ -69,28 +86,35 @@ class Analysis:
         return tuple(c.finding for c in self.causes_found)
 
 
-def same_device(a: str, b: str) -> bool:
-    """``cuda`` matches ``cuda:1``; ``cuda:0`` does not match ``cuda:1``."""
-    if a == b:
-        return True
-    if ":" in a and ":" in b:
-        return False
-    return a.split(":")[0] == b.split(":")[0]
-
-
-def analyse(facts: MessageFacts, scan: Scan, views: list[FrameView]) -> Analysis:
-    """Chooses the target and finds culprits among what ``scan`` saw."""
-    analysis = Analysis()
+def analyse(
+    facts: MessageFacts,
+    scan: Scan,
+    views: list[FrameView],
+    namespace: Mapping[str, Any] | None = None,
+) -> Analysis:
+    """Chooses the target and finds culprits among what ``scan`` saw (``namespace``:
+    where a meta model's state dict may be at hand)."""
+    analysis = Analysis(message_devices=facts.devices)
     analysis.failing_module = _failing_module(scan, views)
     analysis.top_module = _top_module(scan)
-    target, because = choose_target(facts, scan, analysis, views)
-    analysis.target = _concrete(target, scan)
+    applied = demanded(facts, scan, views)
+    if applied is not None:
+        target, because = applied.target, applied.demand.rule.format(device=applied.target)
+        analysis.argument = applied.demand.argument if applied.demand.only else ""
+    else:
+        target, because = choose_target(facts, scan, analysis, views)
+        target, because = _materialised(facts, analysis, namespace, target, because)
+    analysis.target = concrete(target, scan)
     if analysis.target and because:
         analysis.target_reason = f"{analysis.target}: {because}"
     _name_optimizer_state(scan)
     family = registry.family_of(facts.family)
     blamed = family.blame(facts, scan, views, analysis.target) if family and family.blame else None
-    if blamed is not None:
+    if applied is not None and applied.demand.only:
+        analysis.found = [
+            _demanded_culprit(e, applied.demand.argument, analysis.target) for e in applied.entries
+        ]
+    elif blamed is not None:
         analysis.found = [Culprit(b.finding, [b.entry], owner=b.entry) for b in blamed]
     elif analysis.target:
         analysis.found = _rank(_find(scan, analysis), analysis, scan)
@@ -100,6 +124,29 @@ def analyse(facts: MessageFacts, scan: Scan, views: list[FrameView]) -> Analysis
             "(to_empty, then load its weights) rather than moving the rest to meta",
         )
     return analysis
+
+
+def _materialised(
+    facts: MessageFacts,
+    analysis: Analysis,
+    namespace: Mapping[str, Any] | None,
+    target: str,
+    because: str,
+) -> tuple[str, str]:
+    """A model wholly on meta with its state dict at hand is not meant to stay on
+    meta: the target is the other device the message names, and the fix loads the
+    weights (``assign=True``) rather than allocating uninitialised memory."""
+    top = analysis.top_module
+    if namespace is None or top is None or top.module is None or not top.named:
+        return target, because
+    if top.module.majority() != "meta" or len(top.module.shares()) != 1:
+        return target, because
+    others = [d for d in dict.fromkeys(facts.devices) if d not in ("meta", "gpu")]
+    found = state_dict_for(top.obj, namespace)
+    if found is None or len(others) != 1:
+        return target, because
+    analysis.state_dict, analysis.state_dict_device = found.name, found.device
+    return others[0], f"the device besides meta: `{top.name}` is to be loaded from `{found.name}`"
 
 
 # -- which modules take part -------------------------------------------------------------
@@ -134,157 +181,13 @@ def _top_module(scan: Scan) -> Entry | None:
         # A model whose layers all sit in a plain list (.to() misses them) is a model.
         return sum(len(members) for _, members, _ in entry.module.plain_lists)
 
-    modules = [e for e in _module_entries(scan) if size(e) > 0]
+    # (an alias's owner found in the namespace did not run: no model taking part)
+    modules = [e for e in _module_entries(scan) if size(e) > 0 and not e.owns_alias]
     called = [e for e in modules if e.on_line]
     if called:
         outermost = min(e.frame for e in called)
         return max((e for e in called if e.frame == outermost), key=size)
     return max(modules, key=size, default=None)
-
-
-# -- target -------------------------------------------------------------------------------
-
-
-def choose_target(
-    facts: MessageFacts, scan: Scan, analysis: Analysis, views: list[FrameView]
-) -> tuple[str, str]:
-    """The device things should move to, and the evidence, in words.
-
-    Evidence, strongest first: the family's own rule (``torch.load`` on a machine
-    without that device, NumPy wanting the CPU), an optimizer's parameters, a
-    dispatched model's first device, the parameters of the model taking part (or,
-    for a model wholly on the CPU fed accelerator data, the data), the device the
-    message expects, the tensor the failing call was made on. With no evidence
-    either way an accelerator wins over the CPU: a majority of operands never
-    decides between them (a CPU mask and a CPU cache do not outvote the attention
-    scores on the GPU).
-    """
-    family = registry.family_of(facts.family)
-    chosen = family.target(facts, views) if family is not None and family.target else ""
-    if chosen:
-        assert family is not None
-        return chosen, family.target_reason or f"what a {family.id} error needs"
-    optimizer_target = _optimizer_target(scan)
-    if optimizer_target:
-        return optimizer_target, "where the optimizer's parameters are"
-    top = analysis.top_module
-    if top is not None and top.module is not None:
-        name = f"`{top.name}`"
-        if top.module.dispatch_device:
-            return top.module.dispatch_device, f"the first device of {name}'s device map"
-        chosen, from_data = _model_target(top, scan)
-        if chosen:
-            if from_data:
-                return chosen, f"where the data is ({name} is wholly on cpu)"
-            return chosen, f"where {name}'s parameters are"
-    if facts.expected and facts.expected != "cpu":
-        return facts.expected, "the device the error message expects"
-    # A message's "expected device cpu" only says which operand PyTorch checked
-    # first; the tensor the call was made on, or an accelerator, says more.
-    target, because = _operand_evidence(scan, facts, views)
-    if facts.expected and (not target or target == "cpu"):
-        return facts.expected, "the device the error message expects"
-    return target, because
-
-
-def _optimizer_target(scan: Scan) -> str:
-    """An optimizer that was stepping with state away from its parameters: the
-    parameters' device is the target (state follows parameters, not the reverse)."""
-    for entry in scan.entries.values():
-        if entry.optimizer is not None and (entry.on_line or entry.where != "namespace"):
-            misplaced = entry.optimizer.misplaced()
-            if misplaced:
-                return Counter(p for _, _, _, p in misplaced).most_common(1)[0][0]
-    return ""
-
-
-def _model_target(top: Entry, scan: Scan) -> tuple[str, bool]:
-    """The model's device, and whether the data decided it (a model on the CPU)."""
-    assert top.module is not None
-    majority = top.module.majority()
-    if majority != "cpu":
-        return majority, False
-    # A model wholly on the CPU fed data that sits on one accelerator: the user
-    # most likely forgot model.to(device), so the accelerator is the target.
-    others = {
-        e.device
-        for e in scan.entries.values()
-        if (e.operand or e.on_line) and e.kind in _TENSOR_KINDS and e.parent_kind != "module"
-    }
-    others.discard("cpu")
-    if len(top.module.shares()) == 1 and len(others) == 1:
-        return others.pop(), True
-    return majority, False
-
-
-def _operand_evidence(scan: Scan, facts: MessageFacts, views: list[FrameView]) -> tuple[str, str]:
-    """No model and no expected device: the tensor the failing call was made on
-    (``scores`` of ``scores.masked_fill(mask, ...)``), else an accelerator among
-    the operands over the CPU, else the operands' majority."""
-    counts: Counter[str] = Counter()
-    first: dict[str, Entry] = {}
-    for entry in scan.entries.values():
-        if entry.kind in _TENSOR_KINDS and (entry.operand or entry.on_line):
-            device, shape = entry.facts.device, entry.facts.shape
-            if shape != "()" and device != "?":
-                counts[device] += 1
-                first.setdefault(device, entry)
-    receiver = _receiver(scan, views)
-    if receiver is not None and receiver.device not in ("?", "cpu"):
-        return (
-            receiver.device,
-            f"where `{receiver.name}`, the tensor the failing call was made on, is",
-        )
-    if counts:
-        accelerators = [d for d in counts if d not in ("cpu", "meta")] or [
-            d for d in counts if d != "cpu"
-        ]
-        if accelerators and "cpu" in counts:
-            best = max(accelerators, key=lambda d: counts[d])
-            return (
-                best,
-                f"the accelerator among the devices involved (`{first[best].name}` is there)",
-            )
-        ranked = sorted(counts, key=lambda d: (-counts[d], d == "cpu", d))
-        return ranked[0], f"where most tensors involved are (`{first[ranked[0]].name}` is there)"
-    accelerators = [d for d in facts.devices if d not in ("cpu", "gpu")]
-    if accelerators:
-        return accelerators[0], "the accelerator the error message names"
-    return (facts.devices[0], "the device the error message names") if facts.devices else ("", "")
-
-
-def _receiver(scan: Scan, views: list[FrameView]) -> Entry | None:
-    """The tensor a method call on the innermost user frame's failing line is made
-    on (``scores`` in ``scores.masked_fill(mask, v)``), when one is an operand."""
-    user = [v for v in views if v.is_user]
-    if not user:
-        return None
-    found = failing_statement(user[-1])
-    if found is None:
-        return None
-    by_name = {
-        str(e.path[0][1]): e
-        for e in scan.entries.values()
-        if e.kind in _TENSOR_KINDS and e.on_line and len(e.path) == 1
-    }
-    for node in ast.walk(found[0]):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-            receiver = node.func.value
-            if isinstance(receiver, ast.Name) and receiver.id in by_name:
-                return by_name[receiver.id]
-    return None
-
-
-def _concrete(target: str, scan: Scan) -> str:
-    """``cuda`` becomes ``cuda:N`` when the objects involved show an index."""
-    if not target or ":" in target or target in ("cpu", "meta"):
-        return target
-    local_rank = os.environ.get("LOCAL_RANK", "")
-    if target == "cuda" and local_rank.isdigit():
-        return f"cuda:{local_rank}"  # each torchrun process owns the GPU of its local rank
-    seen = Counter(e.device for e in scan.entries.values() if e.kind in _TENSOR_KINDS)
-    indexed = [d for d, _ in seen.most_common() if d.startswith(target + ":")]
-    return indexed[0] if indexed else target
 
 
 # -- culprits -------------------------------------------------------------------------------
@@ -317,7 +220,7 @@ def _find(scan: Scan, analysis: Analysis) -> list[Culprit]:
     modules = []
     for entry in _module_entries(scan):
         culprit = _module_culprit(entry, target, scan, analysis)
-        if culprit is not None:
+        if culprit is not None and not _elsewhere(culprit.finding.device, analysis):
             modules.append(culprit)
             grouped.update(id(e.obj) for e in culprit.entries)
     # A block wholly off the target is named, not each of its layers: a layer held
@@ -341,7 +244,7 @@ def _find(scan: Scan, analysis: Analysis) -> list[Culprit]:
         ):
             continue
         why = _tensor_problem(entry, target)
-        if why:
+        if why and not _elsewhere(entry.device, analysis):
             if entry.alias and entry.alias != entry.name:
                 why += f" (also held as `{entry.alias}`)"
             found.append(Culprit(_finding(entry, why, target), [entry]))
@@ -352,6 +255,17 @@ def _find(scan: Scan, analysis: Analysis) -> list[Culprit]:
                 found.append(culprit)
     # A container is not blamed: its misplaced items are, by name.
     return [c for c in found if c.entries[0].kind != "container"]
+
+
+def _demanded_culprit(entry: Entry, argument: str, target: str) -> Culprit:
+    why = f"passed as `{argument}`, on {entry.device}: the error message demands it on {target}"
+    return Culprit(_finding(entry, why, target, rule="demanded"), [entry])
+
+
+def _elsewhere(device: str, analysis: Analysis) -> bool:
+    """On a device the message does not name: it did not meet in the operation
+    (a ``meta`` skeleton beside a cuda:0 and cpu error)."""
+    return device != "mixed" and not named_by_message(device, analysis.message_devices)
 
 
 def _plain(entry: Entry) -> list[Any]:
@@ -407,17 +321,25 @@ def _module_culprit(entry: Entry, target: str, scan: Scan, analysis: Analysis) -
     """A submodule wholly off-target (a head added after .to()) or off-target parts."""
     view = entry.module
     assert view is not None
-    if all(same_device(share.device, target) for share in view.shares()):
+    # A module whose class moves its own plain tensors (its own ``_apply``: a
+    # torchmetrics Metric's states) holds them as its state, moved whole by .to().
+    own = [(rel, t, "attribute") for rel, t, holder in view.attributes if moves_itself(holder)]
+    state = [*view.registered, *own] if own else view.registered
+    if not own and all(same_device(share.device, target) for share in view.shares()):
         return None  # the common case, answered from the cached per-device counts
     off = [
-        (rel, t, kind)
-        for rel, t, kind in view.registered
-        if not same_device(view.placement(t)[0], target)
+        (rel, t, kind) for rel, t, kind in state if not same_device(view.placement(t)[0], target)
     ]
     if not off:
         return None
     off_devices = sorted({probe.tensor_facts(t).device for _, t, _ in off})
     has_params = any(kind == "parameter" for _, _, kind in view.registered)
+    if own and len(off) == len(state) and not has_params:
+        why = (
+            f"its state is on {', '.join(off_devices)}, the computation runs on {target}"
+            f" ({probe.class_name(entry.obj)}.to() moves its state)"
+        )
+        return _whole_module(entry, off, off_devices, why, target, scan)
     if len(off) == len(view.registered) and has_params:
         if entry is analysis.top_module:
             why = f"all its parameters and buffers are on {', '.join(off_devices)}, the data it is given on {target}"
@@ -429,17 +351,41 @@ def _module_culprit(entry: Entry, target: str, scan: Scan, analysis: Analysis) -
             and _is_inside(entry, analysis.top_module)
         ):
             why += " (added or replaced after model.to()?)"
-        finding = Finding(
-            entry.name,
-            off_devices[0] if len(off_devices) == 1 else "mixed",
-            "module",
-            entry.where,
-            why,
-            target=target,
-        )
-        parts = [scan.entries[id(t)] for _, t, _ in off if id(t) in scan.entries]
-        return Culprit(finding, parts, owner=entry)
+        return _whole_module(entry, off, off_devices, why, target, scan)
     return None  # parts of the model itself are reported one by one, as tensors
+
+
+def _whole_module(
+    entry: Entry, off: list, off_devices: list[str], why: str, target: str, scan: Scan
+) -> Culprit:
+    """The module named as one culprit, its tensors off the target as its parts."""
+    device = off_devices[0] if len(off_devices) == 1 else "mixed"
+    finding = Finding(entry.name, device, "module", entry.where, why, target=target)
+    parts = [scan.entries[id(t)] for _, t, _ in off if id(t) in scan.entries]
+    return Culprit(finding, parts, owner=entry)
+
+
+def moves_itself(module: Any) -> bool:
+    """The module's class, or one of its bases outside torch, defines its own
+    ``_apply``: what ``.to()`` moves is more than its parameters and buffers."""
+    for namespace in class_dicts(type(module)):
+        if "_apply" in namespace:
+            origin = namespace.get("__module__")
+            return type(origin) is str and origin.split(".")[0] != "torch"
+    return False
+
+
+def off_target(entry: Entry, target: str) -> bool:
+    """Some tensor that ``entry`` is, or that its ``.to()`` moves, is off ``target``."""
+    if entry.module is not None:
+        view = entry.module
+        tensors = [t for _, t, _ in view.registered]
+        tensors += [t for _, t, holder in view.attributes if moves_itself(holder)]
+    elif entry.kind in _TENSOR_KINDS:
+        tensors = [entry.obj]
+    else:
+        return False
+    return any(not same_device(probe.placement(t)[0], target) for t in tensors)
 
 
 def _is_inside(entry: Entry, top: Entry) -> bool:

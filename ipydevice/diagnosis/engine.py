@@ -25,27 +25,39 @@ from types import TracebackType
 from typing import Any
 
 from ipydevice import (
+    registry,
     render,  # noqa: F401  (registers the views a Diagnosis delegates to)
 )
 from ipydevice import settings as _settings
 from ipydevice._debug import contain, failure_line
+from ipydevice.audits.common import unwrapped
 from ipydevice.audits.explain import explaining_audits
-from ipydevice.collect import compiled
+from ipydevice.collect import compiled, wrapped
+from ipydevice.collect.derived import name_sources
 from ipydevice.collect.failing import collect
-from ipydevice.collect.frames import FrameView
+from ipydevice.collect.frames import FrameView, walk_frames
 from ipydevice.collect.namespace import user_namespace
+from ipydevice.collect.owners import name_owners
 from ipydevice.collect.probe import class_name, metadata_reads
+from ipydevice.collect.roots import prefer_held_roots
 from ipydevice.collect.scan import Scan
+from ipydevice.collect.siblings import add_siblings
+from ipydevice.collect.traced import add_traced_operands
 from ipydevice.diagnosis.advice import advice
-from ipydevice.diagnosis.culprits import Analysis, analyse, device_variable
+from ipydevice.diagnosis.carried import attach
+from ipydevice.diagnosis.culprits import Analysis, analyse, device_variable, off_target
+from ipydevice.diagnosis.families import op_mismatch
 from ipydevice.diagnosis.family import MessageFacts
 from ipydevice.diagnosis.recognise import recognise
+from ipydevice.diagnosis.remote import combined
+from ipydevice.diagnosis.unwrap import Inner, last_line, unwrap
 from ipydevice.fixes.propose import propose_fixes
-from ipydevice.model import Diagnosis, Finding, Snapshot
+from ipydevice.model import Diagnosis, Finding, ObjectRecord, Snapshot
 
 __all__ = ["collect", "diagnose", "last_exception", "message_of", "recognise_exception"]
 
 _MAX_MESSAGE = 2000
+_MAX_DEPTH = 3  # wrappers inside wrappers (a group of Ray task errors)
 
 
 def last_exception() -> BaseException | None:
@@ -71,11 +83,13 @@ def message_of(exc: BaseException) -> str:
     return text
 
 
-def recognise_exception(exc: BaseException) -> tuple[BaseException, MessageFacts]:
+def recognise_exception(exc: BaseException, depth: int = 0) -> tuple[BaseException, MessageFacts]:
     """Recognises ``exc`` or, failing that, the first device error in its chain.
 
     torch.compile and some libraries wrap the real error; the chain
-    (``__cause__``/``__context__``) is followed up to 8 links, cycles ignored.
+    (``__cause__``/``__context__``) is followed up to 8 links, cycles ignored. Then
+    the errors ``exc`` wraps (an exception group's members, a worker's text: see
+    :mod:`ipydevice.diagnosis.unwrap`); ``exc`` is returned with their facts.
     """
     seen: set[int] = set()
     current: BaseException | None = exc
@@ -91,6 +105,13 @@ def recognise_exception(exc: BaseException) -> tuple[BaseException, MessageFacts
             None if current.__suppress_context__ else current.__context__
         )
     assert first is not None
+    for inner in unwrap(exc) if depth < _MAX_DEPTH else ():
+        if inner.exc is not None and inner.exc is not exc:
+            facts = recognise_exception(inner.exc, depth + 1)[1]
+        else:
+            facts = recognise(*reversed(last_line(inner.text)))
+        if facts.is_device_error:
+            return exc, facts
     return exc, first
 
 
@@ -108,6 +129,9 @@ def diagnose(
             fixes; by default IPython's ``user_ns`` in IPython, else the ``__main__``
             module's globals reached from the traceback.
 
+    With the ``note`` setting on, the diagnosis is attached to ``exc`` too (see
+    :mod:`ipydevice.diagnosis.carried`).
+
     Returns:
         A :class:`~ipydevice.model.Diagnosis`; ``is_device_error`` is False for
         other errors (and then it has no culprits and no fixes).
@@ -117,7 +141,10 @@ def diagnose(
     if exc is None:
         return Diagnosis(is_device_error=False, notes=("no exception to diagnose",))
     try:
-        return _diagnosed(exc, namespace)
+        diagnosis = _diagnosed(exc, namespace)
+        if _settings.current().note:
+            attach(exc, diagnosis)
+        return diagnosis
     except BaseException as failure:
         # What the user's objects raise while read (SystemExit included) is
         # contained; a Ctrl-C stops the diagnosis and reaches the caller.
@@ -129,19 +156,45 @@ def diagnose(
         )
 
 
-def _diagnosed(exc: BaseException, namespace: Mapping[str, Any] | None) -> Diagnosis:
+def _diagnosed(
+    exc: BaseException,
+    namespace: Mapping[str, Any] | None,
+    depth: int = 0,
+    outer: BaseException | None = None,
+) -> Diagnosis:
+    inners = unwrap(exc) if depth < _MAX_DEPTH else []
+    if inners:  # a group's members, a worker's or a rank's errors: one block each
+        wrapper = exc
+
+        def here(inner: Inner) -> Diagnosis:
+            assert inner.exc is not None
+            return _diagnosed(inner.exc, namespace, depth + 1, wrapper)
+
+        found = combined(inners, namespace if namespace is not None else user_namespace(), here)
+        if found is not None:
+            return found
     original = exc
     exc, facts = recognise_exception(exc)
     base = _base_fields(exc, facts)
     if not facts.is_device_error:
         return Diagnosis(is_device_error=False, **base)
     settings = _settings.current()
-    views = compiled.failing_frames(original, exc, settings.max_frames)
+    # a group's member that was never raised: the frames the group was raised from
+    framed = exc if exc.__traceback__ is not None or outer is None else outer
+    views = wrapped.attach_sources(compiled.failing_frames(original, framed, settings.max_frames))
+    # The device error a library re-raised as its own (``raise ... from err``): the
+    # user's loops around the call are in the frames of the error the user got.
+    around = walk_frames(original.__traceback__, settings.max_frames) if original is not exc else []
     try:
         with _collector_paused(), metadata_reads():
             names = namespace if namespace is not None else default_namespace(views)
             scan = collect(views, names, settings)
-            analysis = analyse_named(facts, scan, views, names)
+            if compiled.is_compile_error(original):  # what the traced code read
+                locations = compiled.user_code_locations(message_of(original))
+                add_traced_operands(scan, original, locations, names)
+                scan.name_from(names, deep=False)
+                prefer_held_roots(scan, names)
+            analysis = analyse_named(facts, scan, views, names, around)
             fixes = propose_fixes(facts, analysis, scan, views)
             causes, fixes, failed = explaining_audits(analysis, fixes, facts, names)
             traced = compiled.traced(
@@ -175,13 +228,17 @@ def _collector_paused() -> Iterator[None]:
 
 
 def analyse_named(
-    facts: MessageFacts, scan: Scan, views: list[FrameView], namespace: Mapping[str, Any]
+    facts: MessageFacts,
+    scan: Scan,
+    views: list[FrameView],
+    namespace: Mapping[str, Any],
+    around: list[FrameView] | None = None,
 ) -> Analysis:
     """Analyses, then searches the namespace in depth for the objects the report is
     about; a second analysis runs only when that named one of them."""
-    analysis = analyse(facts, scan, views)
-    if name_in_depth(scan, analysis, namespace):
-        analysis = analyse(facts, scan, views)
+    analysis = analyse(facts, scan, views, namespace)
+    if name_in_depth(scan, analysis, namespace, views, around):
+        analysis = analyse(facts, scan, views, namespace)
     analysis.device_name = device_variable(namespace, analysis.target)
     return analysis
 
@@ -197,6 +254,8 @@ def _snapshot(
     failed: tuple[str, ...],
 ) -> Diagnosis:
     """The diagnosis as text only: what it keeps once the live objects are dropped."""
+    internal = _internal_names(scan) - {f.name for f in analysis.culprits}
+    records = tuple(r for r in scan.records(compact=True) if r.name not in internal)
     return Diagnosis(
         is_device_error=True,
         target=analysis.target,
@@ -207,11 +266,63 @@ def _snapshot(
         culprits=analysis.culprits,
         causes=causes,
         fixes=traced.fixes[: scan.settings.max_fixes],
-        snapshot=Snapshot(scan.records(compact=True), tuple(scan.notes)),
+        snapshot=Snapshot(_with_culprit_rows(records, analysis.culprits), tuple(scan.notes)),
         frames=tuple(v.summary for v in views) + traced.frames,
         notes=tuple(scan.notes) + analysis.notes + failed + traced.notes,
-        **base,
+        **_relabelled(base, analysis.culprits),
     )
+
+
+def _internal_names(scan: Scan) -> set[str]:
+    """Library frames' ``self`` that only wraps a model already listed
+    (``self in DataParallel.forward``, ``self in
+    DistributedDataParallel._log_and_throw`` beside ``model``): torch's
+    internals, not an object of the user's, so not a row of its own."""
+    names = set()
+    for entry in scan.entries.values():
+        if entry.named or entry.user or entry.module is None:
+            continue
+        if entry.path != (("local", "self"),):
+            continue
+        inner = unwrapped(entry.obj)
+        listed = scan.entries.get(id(inner)) if inner is not entry.obj else None
+        if listed is not None and listed.named:
+            names.add(entry.name)
+    return names
+
+
+def _with_culprit_rows(
+    records: tuple[ObjectRecord, ...], culprits: tuple[Finding, ...]
+) -> tuple[ObjectRecord, ...]:
+    """Every culprit has its row in the table: one the scan keeps no record of
+    (``opt.state``, the state of an optimizer listed as ``opt``) gets a row from
+    its finding."""
+    named = {r.name for r in records}
+    extra = tuple(
+        ObjectRecord(f.name, f.kind, "", f.device, where=f.where)
+        for f in culprits
+        if f.name not in named
+    )
+    return records + extra
+
+
+def _relabelled(base: dict[str, Any], culprits: tuple[Finding, ...]) -> dict[str, Any]:
+    """The generic wording (``Expected all tensors ...``, ``Tensor on device ...``)
+    of an error that a family knows by its culprits (optimizer state on another
+    device: ``foreach=False`` raises the generic wording, ``foreach=True`` the
+    optimizer's own) gets that family's label, whichever way it was raised."""
+    rules = {f.rule for f in culprits}
+    if base.get("family") != op_mismatch.ID or len(rules) != 1:
+        return base
+    family = registry.family_of(next(iter(rules)))
+    if family is None:
+        return base
+    return {
+        **base,
+        "family": family.id,
+        "family_title": family.title or family.summary,
+        "summary": family.summary,
+    }
 
 
 def _reference(analysis: Analysis) -> str:
@@ -228,8 +339,10 @@ def _module_label(entry: Any) -> str:
 
 
 def _base_fields(exc: BaseException, facts: MessageFacts) -> dict[str, Any]:
+    family = registry.family_of(facts.family) if facts.family else None
     return {
         "family": facts.family,
+        "family_title": (family.title or family.summary) if family is not None else "",
         "exc_type": type(exc).__name__,
         "message": message_of(exc)[:_MAX_MESSAGE],
         "summary": facts.summary,
@@ -256,7 +369,13 @@ def _in_ipython() -> bool:
         return False
 
 
-def name_in_depth(scan: Scan, analysis: Analysis, namespace: Mapping[str, Any]) -> bool:
+def name_in_depth(
+    scan: Scan,
+    analysis: Analysis,
+    namespace: Mapping[str, Any],
+    views: list[FrameView] | None = None,
+    around: list[FrameView] | None = None,
+) -> bool:
     """Searches the namespace in depth for the objects the report is about.
 
     Returns True when a name changed (the findings must then be rebuilt).
@@ -267,8 +386,16 @@ def name_in_depth(scan: Scan, analysis: Analysis, namespace: Mapping[str, Any]) 
         if entry is not None:
             wanted.add(id(entry.obj))
     before = {key for key, entry in scan.entries.items() if entry.named}
+    # Owners over aliases: ``p2`` of ``zip(m1.parameters(), m2.parameters())`` is ``m2.weight``.
+    owned = name_owners(scan, namespace, wanted)
     scan.name_from(namespace, only=wanted)
-    return any(entry.named and key not in before for key, entry in scan.entries.items())
+    # Loops over a holder: ``for head in heads`` reaches ``heads``' other elements too.
+    target, loops = analysis.target, [*(around or []), *(views or [])]
+    if target:
+        owned |= add_siblings(scan, loops, wanted, lambda e: off_target(e, target))
+    # Sources over derived locals: ``a = self.table[t]`` is ``helper.table``.
+    owned |= name_sources(scan, views or [], namespace, wanted)
+    return owned or any(entry.named and key not in before for key, entry in scan.entries.items())
 
 
 def diagnose_traceback(exc_type: type, value: BaseException, tb: TracebackType | None) -> Diagnosis:

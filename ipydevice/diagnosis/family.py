@@ -138,6 +138,10 @@ class Family:
         from_root_logger: worth a panel when logged on the root logger.
         about_meta: the error is about meta tensors (moving the rest to meta
             is then no advice to warn about).
+        title: the kind of error in a few words, for the panel's title
+            ("tensors on different devices"); the summary when empty.
+        moves: moving objects fixes it (False: the advice says what does, and
+            no moves or rewritten cells are proposed; its culprits are still named).
     """
 
     id: str
@@ -151,6 +155,8 @@ class Family:
     audited: tuple[str, ...] = ()
     from_root_logger: bool = False
     about_meta: bool = False
+    title: str = ""
+    moves: bool = True
 
 
 def devices_text(facts: MessageFacts) -> str:

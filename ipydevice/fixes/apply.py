@@ -14,7 +14,8 @@ from collections.abc import Callable, Mapping
 from typing import Any, cast
 
 from ipydevice.collect import probe
-from ipydevice.collect.paths import assign, format_path, resolve
+from ipydevice.collect.paths import format_path, resolve
+from ipydevice.fixes.immutable import assign_rebuilding as assign
 from ipydevice.model import OPTIMIZER_STATE, ApplyResult, Step, register_view
 
 __all__ = ["apply_steps"]
@@ -108,6 +109,25 @@ def _optimizer_state(step: Step, namespace: Any) -> str:
     return f"moved {count} state tensors of {format_path(step.path)} to their parameters' devices"
 
 
+def _load_state_dict(step: Step, namespace: Any) -> str:
+    module = resolve(step.path, namespace)
+    module.load_state_dict(resolve(step.source, namespace), assign=True)
+    return f"loaded {format_path(step.source)} into {format_path(step.path)} (assign=True)"
+
+
+def _rebuild_optimizer(step: Step, namespace: Any) -> str:
+    optimizer = resolve(step.path, namespace)
+    model = resolve(step.source, namespace)
+    rebuilt = type(optimizer)(model.parameters(), **optimizer.defaults)
+    assign(step.path, namespace, rebuilt)
+    return f"made {format_path(step.path)} again over {format_path(step.source)}'s parameters"
+
+
+def _share(step: Step, namespace: Any) -> str:
+    assign(step.path, namespace, resolve(step.source, namespace))
+    return f"stored {format_path(step.source)} as {format_path(step.path)}"
+
+
 _ACTIONS: dict[str, Callable[[Step, Any], str]] = {
     "reassign": _reassign,
     "module_to": _module_to,
@@ -115,6 +135,9 @@ _ACTIONS: dict[str, Callable[[Step, Any], str]] = {
     "mapping": _mapping,
     "sequence": _sequence,
     OPTIMIZER_STATE: _optimizer_state,
+    "load_state_dict": _load_state_dict,
+    "rebuild_optimizer": _rebuild_optimizer,
+    "share": _share,
 }
 
 

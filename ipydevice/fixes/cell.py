@@ -8,6 +8,7 @@ fixes from :func:`calls_in` and :func:`cell_result`.
 from __future__ import annotations
 
 import ast
+import copy
 from dataclasses import dataclass, field
 
 from ipydevice.collect.frames import (
@@ -17,10 +18,13 @@ from ipydevice.collect.frames import (
     frame_tree,
     header_nodes,
     source_location,
+    statement_at,
 )
+from ipydevice.collect.rawcell import raw_cell, unmagic
+from ipydevice.collect.wrapped import is_wrapped
 from ipydevice.model import Fix
 
-__all__ = ["Cell", "calls_in", "cell_result", "failed_cell"]
+__all__ = ["Cell", "as_typed", "calls_in", "cell_result", "failed_cell", "notebook_function"]
 
 
 @dataclass(eq=False)
@@ -35,15 +39,152 @@ class Cell:
 
 
 def failed_cell(views: list[FrameView]) -> Cell | None:
-    for view in views:
-        if view.is_user and view.is_module_level:
-            parsed = frame_tree(view)
-            found = failing_statement(view)
-            if parsed is None or found is None:
-                return None
-            lines = _source_lines(view)
-            return Cell(view, lines, parsed[0], found[0], bound_names(parsed[0]))
-    return None
+    """The notebook cell that failed; in a script (or a test file), the innermost
+    function of that file whose statement failed (``def main(): for xb, yb in
+    loader: ...``), else its top level: the same loop gets the same fix, at
+    ``file:line``, wherever it sits. A notebook cell is given as the user typed it
+    (see :func:`as_typed`)."""
+    top = next((v for v in views if v.is_user and v.is_module_level), None)
+    if top is not None and _is_notebook_cell(top.summary.filename):
+        cell = _cell_of(top)
+        index = views.index(top)
+        inner = next((v for v in views[index + 1 :] if v.is_user), None)
+        return as_typed(cell, inner) if cell is not None else None
+    # The file the run started in (a script; under pytest, the test's file): a
+    # library of the user's deeper down is not where the loop is.
+    outermost = top or next((v for v in views if v.is_user), None)
+    script = outermost.summary.filename if outermost is not None else None
+    for view in reversed(views):
+        filename = view.summary.filename
+        if (
+            view.is_user
+            and not view.is_module_level
+            and not _is_notebook_cell(filename)
+            and (script is None or filename == script)
+        ):
+            found = _function_cell(view)
+            if found is not None:
+                return found
+            break
+    return _cell_of(top) if top is not None else None
+
+
+def notebook_function(views: list[FrameView]) -> Cell | None:
+    """The innermost user function, defined in another notebook cell than the one
+    that failed (``def train_epoch(): for xb, yb in loader: ...`` of In [2], called
+    by ``total = train_epoch()``): its lines are where the failing statement is, so
+    a fix that changes its locals is a source edit of that cell, as in a script."""
+    top = next((v for v in views if v.is_user and v.is_module_level), None)
+    if top is None or not _is_notebook_cell(top.summary.filename):
+        return None
+    inner = next((v for v in reversed(views) if v.is_user), None)
+    if inner is None or inner is top or inner.is_module_level or is_wrapped(inner):
+        return None  # (a wrapper's code, ``%timeit``'s ``inner``, has no cell of its own)
+    filename = inner.summary.filename
+    if not _is_notebook_cell(filename) or filename == top.summary.filename:
+        return None
+    return _function_cell(inner)
+
+
+def _cell_of(view: FrameView) -> Cell | None:
+    parsed = frame_tree(view)
+    found = failing_statement(view)
+    if parsed is None or found is None:
+        return None
+    lines = _source_lines(view)
+    return Cell(view, lines, parsed[0], found[0], bound_names(parsed[0]))
+
+
+def _function_cell(view: FrameView) -> Cell | None:
+    """A function frame of a script as a cell: the whole file parsed (real line
+    numbers, so edits land at ``file:line``), the names the function binds."""
+    lines = _source_lines(view)
+    if not lines:
+        return None
+    try:
+        tree = ast.parse("".join(lines))
+    except (SyntaxError, ValueError):
+        return None
+    stmt = statement_at(tree, view.lineno)
+    if stmt is None:
+        return None
+    first = view.frame.f_code.co_firstlineno
+    function = next(
+        (
+            node
+            for node in ast.walk(tree)
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and _starts_at(node) == first
+        ),
+        None,
+    )
+    bound = {a.arg for a in ast.walk(function) if isinstance(a, ast.arg)} if function else set()
+    if function is not None:
+        bound |= {
+            n.id
+            for n in ast.walk(function)
+            if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del))
+        }
+    return Cell(view, lines, tree, stmt, bound)
+
+
+def _starts_at(node: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
+    """The line the function's code object starts at (its first decorator's)."""
+    return min([node.lineno, *(d.lineno for d in node.decorator_list)])
+
+
+def as_typed(cell: Cell, inner: FrameView | None) -> Cell:
+    """``cell`` in the user's own text, magic lines kept (:mod:`ipydevice.collect.rawcell`).
+
+    A line magic or ``exec`` keeps its line: the failing statement is the same. A
+    cell magic (``%%time``) ran its body as code of its own (``inner``, whose text
+    :mod:`ipydevice.collect.wrapped` found): the failing statement is the body's, at
+    its line in the typed cell. A body run inside a function (``%%timeit``) would
+    make a moved name local to it: that cell stays as IPython ran it."""
+    raw = raw_cell(cell.view.summary.filename, cell.lines)
+    if raw is None:
+        return cell
+    if not raw[0].startswith("%%"):
+        if len(raw) != len(cell.lines):
+            return cell
+        return Cell(cell.view, raw, cell.tree, cell.stmt, cell.bound)
+    if inner is None or inner.source is None or not inner.is_module_level:
+        return cell
+    body = frame_tree(inner)
+    found = failing_statement(inner)
+    if body is None or found is None:
+        return cell
+    shift = _shift(raw, inner.source, found[0])
+    if shift is None:
+        return cell
+    tree = _shifted(body[0], shift)
+    stmt = statement_at(tree, found[0].lineno + shift)
+    if stmt is None:
+        return cell
+    return Cell(cell.view, raw, tree, stmt, bound_names(tree) | cell.bound)
+
+
+def _shift(raw: list[str], source: tuple[str, ...], stmt: ast.stmt) -> int | None:
+    """How many lines down the typed cell holds ``stmt``'s lines of ``source``:
+    the nearest to one (the magic line) of the places that match."""
+    first, last = stmt.lineno - 1, (stmt.end_lineno or stmt.lineno) - 1
+    typed = unmagic("".join(source))  # (a body's own line magics, as typed)
+    lines = typed.splitlines() if typed is not None else list(source)
+    wanted = [line.rstrip() for line in lines[first : last + 1]]
+    fits = [
+        shift
+        for shift in range(-first, len(raw) - last)
+        if [line.rstrip() for line in raw[first + shift : last + shift + 1]] == wanted
+    ]
+    return min(fits, key=lambda shift: abs(shift - 1)) if fits else None
+
+
+def _shifted(tree: ast.AST, shift: int) -> ast.AST:
+    # The parsed tree is cached: shift a copy (contexts shared, as in collect.compiled).
+    copied = copy.deepcopy(
+        tree, {id(n): n for n in ast.walk(tree) if isinstance(n, ast.expr_context)}
+    )
+    return ast.increment_lineno(copied, shift)
 
 
 def _source_lines(view: FrameView) -> list[str]:
@@ -57,7 +198,7 @@ def cell_result(cell: Cell, rewritten: list[str], title: str) -> Fix:
     """A notebook cell is shown whole; a script gets a source edit of the
     lines that changed, at ``file:line``."""
     filename = cell.view.summary.filename
-    if not _is_notebook_cell(filename):
+    if not _is_notebook_cell(filename) or not cell.view.is_module_level:
         return _script_edit(cell, rewritten, title.replace(" in the cell", ""))
     return Fix(
         title=title,

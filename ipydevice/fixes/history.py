@@ -12,10 +12,10 @@ import ast
 import linecache
 from contextvars import ContextVar
 
-from ipydevice.collect.frames import FrameView, source_location
+from ipydevice.collect.frames import FrameView, iter_statements, source_location
 from ipydevice.diagnosis.culprits import Analysis
-from ipydevice.fixes.rewrite import add_keyword
-from ipydevice.fixes.source import _chain_factory, _last_assignment
+from ipydevice.fixes.rewrite import add_keyword, drop_device_comments
+from ipydevice.fixes.source import _chain_factory
 from ipydevice.model import Fix
 
 __all__ = ["SPELLING", "history_fixes", "spell"]
@@ -55,40 +55,70 @@ def history_fixes(analysis: Analysis, views: list[FrameView]) -> list[Fix]:
     if not _is_cell(failed):
         return []  # a script, or no cell failed: no notebook history to read
     cells = [f for f in list(linecache.cache) if _is_cell(f) and f != failed][-_MAX_CELLS:]
+    _forget_all_but(cells)
     found: dict[str, list[ast.Assign | ast.AnnAssign]] = {}
-    sources: dict[str, list[str]] = {}
-    trees: dict[str, ast.AST | None] = {}
     for name in dict.fromkeys(n for n in names if n.isidentifier()):
         for filename in reversed(cells):
-            lines = sources.get(filename)
-            if lines is None:
-                lines = [
-                    ln if ln.endswith("\n") else ln + "\n" for ln in linecache.getlines(filename)
-                ]
-                sources[filename] = lines
-            if name not in "".join(lines):
-                continue  # parsed only when the name is in it at all
-            if filename not in trees:
-                try:
-                    trees[filename] = ast.parse("".join(lines))
-                except (SyntaxError, ValueError):
-                    trees[filename] = None
-            tree = trees[filename]
-            if tree is None:
-                continue
-            stmt = _last_assignment(tree, name, len(lines) + 1)
+            stmt = _cell_index(filename).get(name)
             if stmt is None:
                 continue
             factory = _chain_factory(stmt.value)
-            if factory is not None and not any(k.arg == "device" for k in factory.keywords):
+            if (
+                factory is not None
+                and not any(k.arg == "device" for k in factory.keywords)
+                and not _moved_after(stmt.value, factory)
+            ):
                 found.setdefault(filename, []).append(stmt)
             break  # the latest cell that made it decides, whatever it did
     fixes = []
     for filename, stmts in found.items():
-        fix = _history_edit(filename, sources[filename], stmts, target)
+        fix = _history_edit(filename, _cell_lines(filename), stmts, target)
         if fix is not None:
             fixes.append(fix)
     return fixes
+
+
+#: Each cell's assignments, indexed once: name -> its last single-target assignment.
+#: A cell's source never changes (a re-run is a new cell); only the cells a search
+#: looks at are kept.
+_INDEX: dict[str, tuple[object, dict[str, ast.Assign | ast.AnnAssign]]] = {}
+
+
+def _cell_index(filename: str) -> dict[str, ast.Assign | ast.AnnAssign]:
+    entry = linecache.cache.get(filename)
+    size = entry[0] if entry else None  # a file name given new source is indexed again
+    kept = _INDEX.get(filename)
+    if kept is None or kept[0] != size:
+        kept = _INDEX[filename] = (size, _index_cell(filename))
+    return kept[1]
+
+
+def _index_cell(filename: str) -> dict[str, ast.Assign | ast.AnnAssign]:
+    """Parses a cell once: each name with the last statement that assigns it alone."""
+    try:
+        tree = ast.parse("".join(_cell_lines(filename)))
+    except (SyntaxError, ValueError):
+        return {}
+    index: dict[str, ast.Assign | ast.AnnAssign] = {}
+    for node in iter_statements(tree):
+        if not isinstance(node, (ast.Assign, ast.AnnAssign)) or node.value is None:
+            continue
+        targets = _targets(node)
+        if len(targets) == 1 and isinstance(targets[0], ast.Name):
+            last = index.get(targets[0].id)
+            if last is None or node.lineno > last.lineno:
+                index[targets[0].id] = node
+    return index
+
+
+def _forget_all_but(cells: list[str]) -> None:
+    keep = set(cells)
+    for filename in [f for f in _INDEX if f not in keep]:
+        del _INDEX[filename]
+
+
+def _cell_lines(filename: str) -> list[str]:
+    return [ln if ln.endswith("\n") else ln + "\n" for ln in linecache.getlines(filename)]
 
 
 def _history_edit(
@@ -105,6 +135,8 @@ def _history_edit(
         return None
     start = min(s.lineno for s in stmts)
     end = max(s.end_lineno or s.lineno for s in stmts)
+    for stmt in stmts:
+        changed = drop_device_comments(changed, stmt.lineno, stmt.end_lineno or stmt.lineno)
     names = ", ".join(
         t.id
         for s in sorted(stmts, key=lambda n: n.lineno)
@@ -122,6 +154,59 @@ def _history_edit(
         lineno=start,
         end_lineno=end,
     )
+
+
+#: Dtypes as a chain spells them (``.to(torch.long)`` converts, it does not move).
+_DTYPES = frozenset(
+    [
+        "float",
+        "float16",
+        "float32",
+        "float64",
+        "half",
+        "double",
+        "bfloat16",
+        "int",
+        "int8",
+        "int16",
+        "int32",
+        "int64",
+        "long",
+        "short",
+        "uint8",
+        "bool",
+        "complex64",
+        "complex128",
+        "cfloat",
+        "cdouble",
+    ]
+)
+
+
+def _moved_after(value: ast.expr | None, factory: ast.Call) -> bool:
+    """A link of the chain after the factory moves the tensor
+    (``torch.tensor([5, 3]).to(device)``, ``.cuda()``): ``device=`` on the factory
+    would be undone by it, so it is no fix."""
+    node: ast.expr | None = value
+    while isinstance(node, ast.Call) and node is not factory:
+        func = node.func
+        if not isinstance(func, ast.Attribute):
+            return False
+        if func.attr in ("cuda", "cpu", "mps", "xpu"):
+            return True
+        if func.attr == "to" and _to_moves(node):
+            return True
+        node = func.value
+    return False
+
+
+def _to_moves(call: ast.Call) -> bool:
+    if any(k.arg == "device" for k in call.keywords):
+        return True
+    if not call.args:
+        return False
+    first = call.args[0]
+    return not (isinstance(first, ast.Attribute) and first.attr in _DTYPES)
 
 
 def _targets(stmt: ast.Assign | ast.AnnAssign) -> list[ast.expr]:

@@ -30,12 +30,19 @@ from ipydevice.collect.frames import (
     FrameView,
 )
 from ipydevice.collect.paths import Path, format_path, is_name
-from ipydevice.collect.scan import Entry, Scan
-from ipydevice.diagnosis.culprits import Analysis, Culprit, same_device
+from ipydevice.collect.scan import Entry, Scan, descends
+from ipydevice.diagnosis.culprits import (
+    Analysis,
+    Culprit,
+    device_variable,
+    named_by_message,
+    same_device,
+)
 from ipydevice.diagnosis.families.meta_device import meta_subtrees
 from ipydevice.diagnosis.family import MessageFacts
-from ipydevice.fixes.cell import Cell, cell_result, failed_cell
+from ipydevice.fixes.cell import Cell, cell_result, failed_cell, notebook_function
 from ipydevice.fixes.history import SPELLING, history_fixes, spell
+from ipydevice.fixes.immutable import frozen_fields
 from ipydevice.fixes.rewrite import insert_lines_before, parses
 from ipydevice.fixes.source import source_fixes
 from ipydevice.model import OPTIMIZER_STATE, Fix, Step
@@ -71,23 +78,40 @@ def _propose(
     facts: MessageFacts, analysis: Analysis, scan: Scan, views: list[FrameView]
 ) -> tuple[Fix, ...]:
     target = analysis.target
-    if not target:
+    family = registry.family_of(facts.family)
+    if not target or (family is not None and not family.moves):
         return ()
     cell = failed_cell(views)
+    if cell is not None and not cell.view.is_module_level and not analysis.device_name:
+        # A script's function (``def main(): device = ...``): its own device variable
+        # is in scope for the rewritten lines, as a notebook's is for a cell.
+        SPELLING.set((target, device_variable(_frame_locals(cell.view.frame), target)))
     fixes: list[Fix] = []
     family_fix = _family_cell_fix(facts, cell, target)
     plan = _plan_moves(analysis, scan, target, cell)
-    if plan.steps:
-        fixes.append(_namespace_fix(plan, target))
+    moves = _namespace_fix(plan, target) if plan.steps else None
+    if moves is not None:
+        fixes.append(moves)
     if family_fix is not None:
         fixes.append(family_fix)
-    cell_fix = _cell_fix(analysis, scan, target, cell)
-    if cell_fix is not None and family_fix is None:
-        fixes.append(cell_fix)
+    # A loop in a function an earlier cell defined: its locals are moved there.
+    inner = notebook_function(views)
+    cell_fix = (
+        _cell_fix(analysis, scan, target, inner, locals_only=True) if inner is not None else None
+    )
+    # ... unless a fix where the tensor is made (``torch.zeros(..., device=x.device)``
+    # in that function) says it better.
+    later = cell_fix if cell_fix is not None and family_fix is None else None
+    if cell_fix is None:
+        cell_fix = _cell_fix(analysis, scan, target, cell)
+        if cell_fix is not None and family_fix is None and not _repeats(cell_fix, moves):
+            fixes.append(cell_fix)
     found, roots = source_fixes(analysis, scan, views)
     # A root fix (register_buffer, nn.ModuleList) ranks above the moves, which last
     # only until the model is made again.
     fixes = roots + fixes + [f for f in found if f not in roots]
+    if later is not None and not found:
+        fixes.append(later)
     # device= where an earlier cell made the culprit: beside the moves, not above
     # them (the move works now, this one when the cells are run again).
     fixes.extend(history_fixes(analysis, views))
@@ -105,11 +129,15 @@ def _plan_moves(analysis: Analysis, scan: Scan, target: str, cell: Cell | None) 
     rebound = cell.bound if cell is not None else set()
     by_path = {e.path: e for e in scan.entries.values() if e.named}
     for culprit in analysis.found:
-        _plan_one(plan, culprit, by_path, target, rebound, scan)
-    if plan.steps and cell is not None:
+        if not _plan_load(plan, culprit, analysis, target):
+            _plan_one(plan, culprit, by_path, target, rebound, scan)
+    if plan.steps and cell is not None and not analysis.argument:
+        aliases = {e.alias for c in analysis.found for e in c.entries if e.alias}
         for name in _also_needed(cell, target, loops=False):
+            if not cell.view.is_module_level and _is_local(cell.view.frame, name):
+                continue  # a function's local or closure cell is no name of the namespace
             roots = {n.split(".")[0].split("[")[0] for n in plan.names}
-            if name not in plan.names and name not in roots:
+            if name not in plan.names and name not in roots and name not in aliases:
                 step = Step("reassign", (("name", name),), target)
                 plan.add(step, f"{name} = {name}.to({spell(target)})", name)
     return plan
@@ -158,6 +186,13 @@ def _frame_value(frame: Any, name: str) -> Any:
     return None
 
 
+def _is_local(frame: Any, name: str) -> bool:
+    try:
+        return name in frame.f_locals
+    except Exception:
+        return True
+
+
 def _encloses(node: ast.AST, inner: ast.stmt) -> bool:
     return node is not inner and any(child is inner for child in ast.walk(node))
 
@@ -195,6 +230,27 @@ def _plan_one(
             _plan_tensor(plan, entry, by_path, target)
 
 
+def _plan_load(plan: _Plan, culprit: Culprit, analysis: Analysis, target: str) -> bool:
+    """A meta model with its state dict at hand: ``load_state_dict(sd, assign=True)``
+    (then ``.to()`` when the weights are elsewhere), not ``to_empty``."""
+    top = analysis.top_module
+    if not analysis.state_dict or top is None or not top.named:
+        return False
+    owner = culprit.owner if culprit.owner is not None else culprit.entries[0]
+    if owner is not top and not descends(owner, top):
+        return False
+    text, sd = format_path(top.path), analysis.state_dict
+    step = Step("load_state_dict", top.path, target, source=(("name", sd),))
+    if step in plan.steps:
+        return True
+    code = f"{text}.load_state_dict({sd}, assign=True)  # the weights replace the meta tensors"
+    plan.add(step, code, text)
+    if not same_device(analysis.state_dict_device, target):
+        plan.steps.append(Step("module_to", top.path, target))
+        plan.code.append(f"{text}.to({spell(target)})")
+    return True
+
+
 def _plan_tensor(plan: _Plan, entry: Entry, by_path: dict, target: str) -> None:
     path = entry.path
     container = entry.container
@@ -210,11 +266,43 @@ def _plan_tensor(plan: _Plan, entry: Entry, by_path: dict, target: str) -> None:
         )
         _plan_container(plan, holder, target)
         return
+    holder = by_path.get(path[:-1])
+    if holder is None and container is not None and len(path) > 1:
+        holder = Entry(container, path[:-1], "namespace", "container", named=True)
+    fields = frozen_fields(holder.obj) if holder is not None and len(path) > 1 else None
+    if holder is not None and fields:
+        _plan_frozen(plan, holder, fields, target)
+        return
     if container is not None and probe.is_a(container, tuple):
-        return  # deep inside a tuple: nothing to assign to; the cell fix covers it
+        # An item of a tuple (a namedtuple's field) takes no assignment: the tuple is
+        # rebuilt with its tensors moved and stored where it was.
+        holder = by_path.get(path[:-1]) or Entry(
+            container, path[:-1], "namespace", "container", named=True
+        )
+        _plan_container(plan, holder, target)
+        return
     # A plain attribute or item (``batch.inputs`` of a dataclass, ``cfg['x']``).
     text = format_path(path)
     plan.add(Step("reassign", path, target), f"{text} = {text}.to({spell(target)})", text)
+    for slot in entry.slots:  # where the failing code reads it (a closure's cell)
+        step = Step("share", slot, target, source=path)
+        if step not in plan.steps:
+            plan.steps.append(step)
+            plan.code.append(f"{format_path(slot)} = {text}")
+
+
+def _plan_frozen(plan: _Plan, holder: Entry, fields: tuple[str, ...], target: str) -> None:
+    """A frozen dataclass is rebuilt with its tensors moved (it takes no assignment)."""
+    text = format_path(holder.path)
+    state = probe.module_dict(holder.obj)
+    moved = [f for f in fields if is_name(f) and probe.is_tensor(state.get(f))]
+    if not moved:
+        return
+    for name in moved:
+        plan.steps.append(Step("reassign", (*holder.path, ("attr", name)), target))
+    changes = ", ".join(f"{f}={text}.{f}.to({spell(target)})" for f in moved)
+    plan.code.append(f"import dataclasses\n{text} = dataclasses.replace({text}, {changes})")
+    plan.names.append(text)
 
 
 def _is_batch(obj: Any) -> bool:
@@ -338,20 +426,36 @@ def _namespace_fix(plan: _Plan, target: str) -> Fix:
 # -- cell rewrites -----------------------------------------------------------------------
 
 
-def _cell_fix(analysis: Analysis, scan: Scan, target: str, cell: Cell | None) -> Fix | None:
+def _cell_fix(
+    analysis: Analysis, scan: Scan, target: str, cell: Cell | None, locals_only: bool = False
+) -> Fix | None:
     """Moves the culprits right before the failing statement, inside any loop, and
     every other tensor the rest of the cell needs (``yb`` of ``for xb, yb in loader``
-    beside ``xb``): the whole cell runs, not only the line that failed."""
+    beside ``xb``): the whole cell runs, not only the line that failed. With
+    ``locals_only`` (a function of another cell), only the function's own locals:
+    rebinding a global there would make it a local of the function."""
     if cell is None:
         return None
     plan = _Plan()
     by_path = {e.path: e for e in scan.entries.values() if e.named}
     for culprit in analysis.found:
-        _plan_one(plan, culprit, by_path, target, set(), scan)
+        if not locals_only and _plan_load(plan, culprit, analysis, target):
+            continue
+        local = _cell_local(cell, culprit)
+        if local:
+            step = Step("reassign", (("name", local),), target)
+            plan.add(step, f"{local} = {local}.to({spell(target)})", local)
+        elif not locals_only:
+            _plan_one(plan, culprit, by_path, target, set(), scan)
     if not plan.code:
         return None
-    for name in _also_needed(cell, target, loops=True):
-        if name not in plan.names:
+    # An alias of what the plan moves (``p2`` of ``zip(..., m2.parameters())``) is
+    # moved with its owner: rebinding it would leave an in-place update unseen.
+    aliases = {e.alias for c in analysis.found for e in c.entries if e.alias}
+    for name in _also_needed(cell, target, loops=True) if not analysis.argument else ():
+        if name not in plan.names and name not in aliases:
+            if locals_only and not _is_local(cell.view.frame, name):
+                continue
             step = Step("reassign", (("name", name),), target)
             plan.add(step, f"{name} = {name}.to({spell(target)})", name)
     new_lines: list[str] = []
@@ -362,6 +466,35 @@ def _cell_fix(analysis: Analysis, scan: Scan, target: str, cell: Cell | None) ->
     return cell_result(
         cell, rewritten, f"Move {names} to {target} in the cell, before the line that failed"
     )
+
+
+def _frame_locals(frame: Any) -> dict[str, Any]:
+    try:
+        found = frame.f_locals
+    except Exception:
+        return {}
+    return found if type(found) is dict else {}
+
+
+def _cell_local(cell: Cell, culprit: Culprit) -> str:
+    """The name of a tensor culprit that is a local of the failed function (a
+    script's ``def main()``), which the rewritten function can move."""
+    entry = culprit.entries[0] if culprit.entries else None
+    if cell.view.is_module_level or entry is None or entry.kind not in ("tensor", "parameter"):
+        return ""
+    if len(entry.path) != 1 or entry.path[0][0] != "local" or entry.where != cell.view.label:
+        return ""
+    name = str(entry.path[0][1])
+    return name if is_name(name) else ""
+
+
+def _repeats(cell_fix: Fix, moves: Fix | None) -> bool:
+    """The cell rewritten is the moves followed by the cell as it was (a cell of
+    one line): running the moves, then the cell, says the same."""
+    if moves is None or cell_fix.scope != "cell":
+        return False
+    said = [line.rstrip() for line in (moves.code + "\n" + cell_fix.original).splitlines()]
+    return [line.rstrip() for line in cell_fix.code.splitlines()] == [line for line in said if line]
 
 
 def _family_cell_fix(facts: MessageFacts, cell: Cell | None, target: str) -> Fix | None:
@@ -377,6 +510,10 @@ def _meta_note_fix(analysis: Analysis, target: str) -> Fix | None:
     if top is None or top.module is None or not top.named or len(top.path) != 1:
         return None
     if top.module.majority() != "meta" or target == "meta":
+        return None
+    if not named_by_message("meta", analysis.message_devices) or analysis.state_dict:
+        # a stateless skeleton (functional_call): its own tensors never met; a
+        # model with its state dict at hand is loaded, not left uninitialised
         return None
     text = format_path(top.path)
     code = f"{text}.to_empty(device={spell(target)})\n# to_empty allocates uninitialised memory: load the weights next, e.g.\n# {text}.load_state_dict(state_dict)"

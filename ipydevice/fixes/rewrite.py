@@ -10,17 +10,46 @@ before it is offered. Nothing here executes code.
 from __future__ import annotations
 
 import ast
+import io
+import re
+import tokenize
 
-__all__ = ["add_keyword", "char_col", "insert_lines_before", "parses", "replace_span", "segment"]
+__all__ = [
+    "add_keyword",
+    "char_col",
+    "drop_device_comments",
+    "insert_lines_before",
+    "parses",
+    "replace_span",
+    "segment",
+]
+
+#: A comment about where a tensor lives, which a rewrite of its device makes stale.
+_DEVICE_WORDS = re.compile(r"\b(?:cpu|cuda|gpu|mps|xla|xpu|meta|device|host|accelerator)", re.I)
 
 
 def parses(source: str) -> bool:
-    """True when ``source`` is valid Python."""
-    try:
-        ast.parse(source)
-    except (SyntaxError, ValueError):
-        return False
-    return True
+    """True when ``source`` is valid Python, or valid in IPython: a cell given back
+    as the user typed it keeps its magic (``%%time``, ``%timeit``) and shell
+    (``!ls``) lines, which are read as ``pass`` at their indentation."""
+    for text in (source, _magics_as_pass(source)):
+        if text is None:
+            continue
+        try:
+            ast.parse(text)
+        except (SyntaxError, ValueError):
+            continue
+        return True
+    return False
+
+
+def _magics_as_pass(source: str) -> str | None:
+    lines = source.splitlines()
+    masked = [
+        line[: len(line) - len(line.lstrip())] + "pass" if line.lstrip()[:1] in ("%", "!") else line
+        for line in lines
+    ]
+    return "\n".join(masked) if masked != lines else None
 
 
 def char_col(line: str, byte_col: int) -> int:
@@ -66,3 +95,24 @@ def add_keyword(lines: list[str], call: ast.Call, keyword: str) -> list[str]:
     if call.args or call.keywords:
         before += " " if before.endswith(",") else ", "
     return [*lines[:end_line], before + keyword + text[close:], *lines[end_line + 1 :]]
+
+
+def drop_device_comments(lines: list[str], start: int, end: int) -> list[str]:
+    """``lines`` without the comments of lines ``start`` to ``end`` (1-based) that
+    speak of a device (``# made on the CPU``): after a rewrite that changes the
+    device they would contradict the code. Other comments stay."""
+    span = lines[start - 1 : end]
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO("".join(span)).readline))
+    except (tokenize.TokenError, SyntaxError, ValueError):
+        return lines
+    out = list(lines)
+    for token in tokens:
+        if token.type == tokenize.COMMENT and _DEVICE_WORDS.search(token.string):
+            row, col = token.start
+            index = start - 2 + row
+            line = out[index]
+            kept = line[:col].rstrip()
+            if kept:  # a comment alone on its line is the user's note about the block: kept
+                out[index] = kept + "\n"
+    return out

@@ -32,7 +32,7 @@ from ipydevice.collect.frames import (
 )
 from ipydevice.collect.scan import Entry, Scan
 from ipydevice.diagnosis.culprits import Analysis, Culprit
-from ipydevice.fixes.rewrite import add_keyword, replace_span, segment
+from ipydevice.fixes.rewrite import add_keyword, drop_device_comments, replace_span, segment
 from ipydevice.model import Finding, Fix
 
 #: Locals of one caller frame looked at when following an argument outwards.
@@ -277,6 +277,7 @@ def _apply_edit(
     except Exception:
         return None
     grown = len(changed) - len(lines)
+    changed = drop_device_comments(changed, start, end + grown)
     original = "".join(lines[start - 1 : end])
     replacement = "".join(changed[start - 1 : end + grown])
     return Fix(

@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import stat
 import sys
 import threading
 import time
@@ -86,7 +87,8 @@ def report_text(exc: BaseException, namespace: Any = None, *, in_excepthook: boo
 
     The diagnosis goes to the :func:`ipydevice.on_diagnosis` listeners too (the
     scripts' hook, ``python -m ipydevice run`` and ``pytest -p ipydevice`` report
-    through here)."""
+    through here), and is attached to ``exc`` as a note and a payload
+    (:mod:`ipydevice.diagnosis.carried`)."""
     return _report_texts(exc, namespace, in_excepthook=in_excepthook)[0]
 
 
@@ -100,6 +102,9 @@ def _report_texts(
     diagnosis = diagnose(exc, namespace=namespace)
     if not diagnosis.is_device_error:
         return "", ""
+    from ipydevice.diagnosis.carried import attach
+
+    attach(exc, diagnosis, rank_label())
     _notify(diagnosis)
     from ipydevice.render.text import render_diagnosis
 
@@ -118,23 +123,28 @@ def write_error_file(exc: BaseException, report: str) -> None:
     The file is the JSON that ``torch.distributed.elastic``'s ``ErrorHandler``
     writes; torchrun shows its ``py_callstack`` in the root-cause summary. Where
     ``@record`` wrote the file already, the report is appended to its traceback;
-    else the file is written, the traceback followed by the report."""
+    where there is no file yet, it is created, the traceback followed by the report.
+
+    Only under a launcher (``RANK`` and ``WORLD_SIZE`` set, as torchrun sets them):
+    the variable alone, left in a shell's environment, writes nothing. A file that
+    is not torchelastic's JSON is the user's and is never touched, and a symbolic
+    link is never followed."""
     path = os.environ.get("TORCHELASTIC_ERROR_FILE")
-    if not path or not report:
+    if not path or not report or not _under_launcher():
         return
     data: Any = None
-    if os.path.isfile(path):
-        try:
-            with open(path, encoding="utf-8") as fp:
-                data = json.load(fp)
-        except ValueError:  # not torchelastic's JSON: written afresh below
-            data = None
+    if os.path.lexists(path):
+        data = _read_error_file(path)
+        if data is None:  # a link, a folder, or a file that is not torchelastic's
+            return
     message = data.get("message") if isinstance(data, dict) else None
     if isinstance(message, dict) and isinstance(message.get("extraInfo"), dict):
         stack = str(message["extraInfo"].get("py_callstack", ""))
         if report in stack:
             return
         message["extraInfo"]["py_callstack"] = stack.rstrip("\n") + "\n\n" + report + "\n"
+    elif data is not None:  # JSON, but not the shape torchrun reads: not ours to change
+        return
     else:
         stack = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
         data = {
@@ -146,8 +156,44 @@ def write_error_file(exc: BaseException, report: str) -> None:
                 },
             }
         }
-    with open(path, "w", encoding="utf-8") as fp:
-        json.dump(data, fp)
+    _write_error_file(path, json.dumps(data), create=not os.path.lexists(path))
+
+
+def _under_launcher() -> bool:
+    return os.environ.get("RANK") is not None and os.environ.get("WORLD_SIZE") is not None
+
+
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+
+
+def _read_error_file(path: str) -> Any:
+    """torchelastic's JSON in ``path``, or None: a symbolic link (never followed),
+    something other than a regular file, a file that is not JSON."""
+    try:
+        if not stat.S_ISREG(os.lstat(path).st_mode):  # a link, a folder, a pipe...
+            return None
+        fd = os.open(path, os.O_RDONLY | _NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return None
+    with os.fdopen(fd, encoding="utf-8") as fp:
+        try:
+            return json.load(fp) if stat.S_ISREG(os.fstat(fd).st_mode) else None
+        except (OSError, ValueError):
+            return None
+
+
+def _write_error_file(path: str, text: str, *, create: bool) -> None:
+    """Writes ``text``: a new file (never one that appeared meanwhile, never through
+    a link), or torchelastic's file read just before (never through a link)."""
+    if not create and os.path.islink(path):
+        return
+    flags = os.O_WRONLY | _NOFOLLOW | (os.O_CREAT | os.O_EXCL if create else os.O_TRUNC)
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError:
+        return
+    with os.fdopen(fd, "w", encoding="utf-8") as fp:
+        fp.write(text)
 
 
 def _notify(diagnosis: Any) -> None:

@@ -4,12 +4,12 @@ The only module of ipydevice that imports IPython: it decides *when* to show
 something; ``ipython_display`` decides *what*, ``ipython_magics`` does ``%devices``.
 
 * the **panel**, for a cell that fails with a device error. In a Jupyter kernel a
-  compact **header** (headline, best fix, its buttons) comes *before* IPython's
-  traceback, so that it is on screen however long the traceback is, and the full
-  panel comes after it; a terminal, which shows the end, gets the report after the
-  traceback only. Each is a ``display_data`` with ``text/plain`` and escaped
-  ``text/html`` (what exporters keep) followed by the buttons of
-  :mod:`ipydevice.render.widget` as a widget output of their own;
+  compact **header** (headline, best fix) comes *before* IPython's traceback, so
+  that it is on screen however long the traceback is, and the full panel comes after
+  it; a terminal, which shows the end, gets the report after the traceback only.
+  Each is a ``display_data`` with ``text/plain`` and escaped ``text/html`` (what
+  exporters keep); the buttons (:mod:`ipydevice.render.widget`) are one widget output
+  after the panel, kept and closed by ``ipython_buttons``;
 * ``%devices`` (a device-aware ``%whos``) and ``%devices --check`` (every audit);
 * device **warnings** get the same panel (``warnings_hook``);
 * **watch mode**: a short warning when a cell binds a batch off the model's device;
@@ -61,6 +61,7 @@ from traitlets.config import Configurable
 
 from ipydevice._debug import contain, debug_enabled, describe_failure, failure_line, is_interrupt
 from ipydevice.integrations import ipython_magics as magics
+from ipydevice.integrations.ipython_buttons import Buttons
 from ipydevice.integrations.ipython_config import IPyDevice
 from ipydevice.integrations.ipython_display import (
     cell_bound_names,
@@ -154,6 +155,7 @@ class _Hook:
         self.failed: set[str] = set()
         self.deferred: Exception | None = None  # IPYDEVICE_DEBUG=1: raised after the traceback
         self.cell_id = ""
+        self.buttons = Buttons(shell, lambda bundle: self.stage("display", _publish, bundle))
 
     def install(self) -> None:
         """Registers the configurable, ``%devices``, the cell callbacks, the
@@ -225,6 +227,7 @@ class _Hook:
             manager.registry[DeviceMagics.__name__] = self.saved_registry
         restore_settings(self.saved_settings)
         self.last = None
+        self.buttons.close_all()
 
     # -- stages ----------------------------------------------------------------------------
 
@@ -281,6 +284,7 @@ class _Hook:
             cell_id = metadata.get("cellId") if isinstance(metadata, dict) else None
         if isinstance(cell_id, str):
             self.cell_id = cell_id
+        self.buttons.new_cell(self.cell_id)
         warned = self.device_warnings
         if warned is not None and (warned.seen or warned.pending):
             _guarded("warning panel", warned.new_cell)
@@ -322,16 +326,13 @@ class _Hook:
         if diagnosis is None:
             return
         self.last = diagnosis
-        from ipydevice.integrations.ipython_display import best_fix, header_bundle
+        from ipydevice.integrations.ipython_display import header_bundle
 
         below = self.verbosity() != "Minimal"
         bundle = self.stage("rendering", header_bundle, diagnosis, below, before=True)
         if bundle is None:
             return
         self.stage("display", _publish, bundle, before=True)
-        fix = best_fix(diagnosis)
-        if fix is not None:
-            self.show_buttons(diagnosis, [fix], before=True)
 
     def post_run_cell(self, result: ExecutionResult) -> None:
         """The ``post_run_cell`` callback: the warning panels kept until the stock
@@ -348,7 +349,9 @@ class _Hook:
                         self.show_panel(headed[1], headed=True)
                 else:
                     self.diagnose_and_show(exc)
+                self.shown_before = id(exc)  # a cell around a nested run_cell: not again
         self.headed = None
+        self.buttons.after_cell()
         if self.watch:
             self.stage("watch", self.watch_cell, result)
         deferred, self.deferred = self.deferred, None
@@ -366,9 +369,7 @@ class _Hook:
             return
         _guarded("display", _publish, bundle)
         if self.config.widget and not terminal and diagnosis.fixes:
-            view = _guarded("widget", self.widget_view, diagnosis, None)
-            if view is not None:
-                _guarded("display", _publish, view)
+            _guarded("widget", self.buttons.show, diagnosis, None, self.cell_id, False)
 
     def watch_cell(self, result: ExecutionResult) -> None:
         """Watch mode: see :func:`ipydevice.integrations.ipython_display.watch_checkup`."""
@@ -391,8 +392,8 @@ class _Hook:
         self.show_panel(diagnosis, headed=False)
 
     def show_panel(self, diagnosis: Diagnosis, headed: bool) -> None:
-        """The panel after the traceback, at the verbosity in force: in a kernel under
-        Minimal, nothing more when the header went out before the traceback."""
+        """The panel after the traceback, at the verbosity in force (in a kernel under
+        Minimal, nothing more when the header went out before it), then the buttons."""
         kernel = self.in_kernel()
         verbosity = self.verbosity()
         fixes: list[Fix] | None = None
@@ -408,7 +409,8 @@ class _Hook:
             )
         if bundle is not None:
             self.stage("display", _publish, bundle)
-            if kernel and not (headed and verbosity == "Minimal"):
+        if bundle is not None or headed:
+            if kernel:
                 self.show_buttons(diagnosis, fixes)
             if self.config.insert_fix_cell:
                 self.stage("fix cell", self.insert_fix, diagnosis)
@@ -416,33 +418,15 @@ class _Hook:
         if plugins is not None:  # imported by registering a listener, or nothing to call
             self.stage("listeners", plugins.notify, diagnosis)
 
-    def show_buttons(
-        self, diagnosis: Diagnosis, fixes: list[Fix] | None, before: bool = False
-    ) -> None:
-        """The buttons' widget output, when ``IPyDevice.widget`` is on and there are fixes."""
-        if not self.config.widget or not (diagnosis.fixes if fixes is None else fixes):
-            return
-        view = self.stage("widget", self.widget_view, diagnosis, fixes, before=before)
-        if view is not None:
-            self.stage("display", _publish, view, before=before)
-
-    def widget_view(self, diagnosis: Diagnosis, fixes: list[Fix] | None) -> dict[str, Any] | None:
-        """The buttons' widget (None without anywidget); they reach the namespace only
-        when clicked."""
-        from ipydevice.render.widget import available, build_panel, view_bundle
-
-        if not available():
-            return None
-
-        shell = self.shell
-        panel = build_panel(
-            diagnosis, lambda: shell.user_ns, self.insert_code, fixes=fixes, cell_id=self.cell_id
-        )
-        return view_bundle(panel)
+    def show_buttons(self, diagnosis: Diagnosis, fixes: list[Fix] | None) -> None:
+        """The buttons' widget output (one per panel, after it), when ``IPyDevice.widget``
+        is on and there are fixes; they reach the namespace only when clicked."""
+        if self.config.widget and (diagnosis.fixes if fixes is None else fixes):
+            self.stage("widget", self.buttons.show, diagnosis, fixes, self.cell_id)
 
     def insert_code(self, code: str) -> None:
         """Queues ``code`` as a new cell below the next cell run (``set_next_input``)."""
-        self.shell.set_next_input(code, replace=False)
+        self.buttons.insert_code(code)
 
     def diagnose(self, exc: BaseException) -> Diagnosis:
         """:func:`ipydevice.diagnosis.engine.diagnose` against the shell's namespace."""

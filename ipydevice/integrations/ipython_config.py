@@ -28,6 +28,7 @@ SETTING_TRAITS = (
     "show_library_frames",
     "time_budget",
     "verbosity",
+    "note",
 )
 
 # -- settings, the traitlets way -----------------------------------------------------------
@@ -84,6 +85,11 @@ class IPyDevice(Configurable):
         help="After each successful cell, warn once when a model and a batch-like variable "
         "the cell defined are on different devices (metadata only).",
     ).tag(config=True)
+    note = Bool(
+        help="Attach the diagnosis to the exception as a note (PEP 678) and a payload, so "
+        "that what shows the exception later (%tb, a log, a re-raise in another process) "
+        "shows it too. The cell's own traceback is formatted before and stays as it is.",
+    ).tag(config=True)
     max_rows = _limit("Rows shown in a table before '… N more'.")
     max_depth = _limit("How deep containers and attribute chains are followed.")
     max_items = _limit("Items looked at in one container.")
@@ -110,6 +116,7 @@ class IPyDevice(Configurable):
     _show_library_frames_default = _from_settings("show_library_frames")
     _time_budget_default = _from_settings("time_budget")
     _verbosity_default = _from_settings("verbosity")
+    _note_default = _from_settings("note")
 
     @observe(*SETTING_TRAITS)
     def _push_setting(self, change: Mapping[str, Any]) -> None:

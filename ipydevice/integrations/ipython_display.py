@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import os
 import re
 import sys
 from collections.abc import Callable
@@ -32,6 +33,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from ipydevice.settings import Settings
 
 __all__ = [
+    "anchor_of",
+    "anchored",
     "best_fix",
     "cell_bound_names",
     "cell_exception",
@@ -95,12 +98,14 @@ def cell_exception(result: Any, shown_before: int) -> BaseException | None:
     ``%run script.py`` and other magics catch the script's exception and show it
     themselves, so ``error_in_exec`` stays empty; ``sys.last_value`` then holds a new
     exception. Only ids are compared (``shown_before``: the id of ``sys.last_value``
-    when the cell started): holding the previous exception would keep its frames (and
-    tensors) alive while the user frees them.
+    when the cell started, or of the one a nested ``run_cell``'s panel showed): holding
+    the previous exception would keep its frames (and tensors) alive while the user
+    frees them.
     """
     exc = getattr(result, "error_in_exec", None)
     if exc is not None:
-        return exc
+        # (one a nested ``run_cell`` showed already, raised again by the cell around it)
+        return exc if id(exc) != shown_before else None
     shown = vars(sys).get("last_value")
     # type(), not isinstance(): sys.last_value may be anything, a lying __class__ too.
     if issubclass(type(shown), BaseException) and id(shown) != shown_before:
@@ -141,8 +146,8 @@ def panel_bundle(
             color = False
         text = render_diagnosis(diagnosis, width=width, color=color, verbosity=level)
         page = render_diagnosis_html(diagnosis, verbosity=level)
-        return {"text/plain": text, "text/html": page}
-    return {"text/plain": str(diagnosis), "text/html": diagnosis._repr_html_()}
+        return {"text/plain": text, "text/html": anchored(diagnosis, page)}
+    return {"text/plain": str(diagnosis), "text/html": anchored(diagnosis, diagnosis._repr_html_())}
 
 
 #: What the header says when no panel follows the traceback (verbosity Minimal).
@@ -158,8 +163,33 @@ def header_bundle(diagnosis: Diagnosis, panel_below: bool = True) -> dict[str, s
     pointer = HEADER_POINTER if panel_below else MINIMAL_POINTER
     return {
         "text/plain": render_header(diagnosis, pointer=pointer),
-        "text/html": render_header_html(diagnosis, pointer=pointer),
+        "text/html": anchored(diagnosis, render_header_html(diagnosis, pointer=pointer)),
     }
+
+
+#: The anchors of the last few diagnoses shown: (diagnosis, anchor), newest last.
+_ANCHORS: list[tuple[Any, str]] = []
+
+
+def anchor_of(diagnosis: Diagnosis) -> str:
+    """The token that ties a diagnosis' header and panel outputs to its buttons' widget,
+    which puts each fix's buttons beside its code in them (``data-ipydevice-anchor``)."""
+    for held, anchor in _ANCHORS:
+        if held is diagnosis:
+            return anchor
+    anchor = os.urandom(6).hex()
+    _ANCHORS.append((diagnosis, anchor))
+    del _ANCHORS[:-4]
+    return anchor
+
+
+def anchored(diagnosis: Diagnosis, page: str) -> str:
+    """``page`` in a ``div`` carrying the diagnosis' anchor (plain HTML, complete alone)."""
+    if not page:
+        return page
+    return (
+        f'<div class="ipydevice-output" data-ipydevice-anchor="{anchor_of(diagnosis)}">{page}</div>'
+    )
 
 
 # -- watch mode ----------------------------------------------------------------------------

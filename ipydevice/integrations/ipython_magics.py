@@ -95,6 +95,8 @@ DEVICES_HELP = """::
           warnings              a panel under device warnings too (True)
           watch                 after each cell, warn when a batch it defined is
                                 on another device than the model (False)
+          note                  attach the diagnosis to the exception as a note
+                                and a payload, for what shows it later (False)
           max_rows              rows shown in a table before "… N more"
           max_depth             how deep containers and attributes are followed
           max_items             items looked at in one container
@@ -103,6 +105,8 @@ DEVICES_HELP = """::
           max_modules           submodules walked in one module tree
           max_fixes             fixes proposed in one diagnosis
           show_library_frames   also list tensors held only by library frames
+          note                  attach the diagnosis to the exception as a PEP 678
+                                note and a payload (False)
           time_budget           seconds a scan may spend in user code it cannot
                                 avoid (slow tensor-subclass properties); then it
                                 stops and says so (2.0)

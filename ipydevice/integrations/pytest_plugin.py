@@ -7,7 +7,8 @@ report is an "ipydevice" section under the failing test's traceback.
 
 The diagnosis is taken while the report is made (the test's frames are still
 alive) and kept as text only, in the report itself: it travels with the report,
-so it appears under pytest-xdist (``-n``) and in junit XML (``--junitxml``).
+so it appears under pytest-xdist (``-n``) and in junit XML (``--junitxml``). The
+exception gets its short form as a note (PEP 678), which pytest prints under it.
 """
 
 from __future__ import annotations
@@ -58,8 +59,9 @@ def add_section(report: Any, text: str) -> None:
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: Any, call: Any) -> Generator[None, Any, None]:
     """pytest hook: the report of a test that failed with a device error gets
-    the diagnosis."""
-    outcome = yield
+    the diagnosis. It is taken before pytest builds the report, so the note it
+    attaches to the exception shows in the traceback pytest prints too."""
     text = diagnosis_text(item, call)
+    outcome = yield
     if text:
         add_section(outcome.get_result(), text)

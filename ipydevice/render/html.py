@@ -21,6 +21,7 @@ from ipydevice.render.text import (
     HEADER_POINTER,
     Verbosity,
     as_verbosity,
+    checkup_all_clear,
     compact_fix_parts,
     device_text,
     explanations,
@@ -29,12 +30,16 @@ from ipydevice.render.text import (
     fix_hint,
     fix_title,
     headline,
-    kind_label,
+    inventory_scope,
+    nothing_here,
     plural,
+    shown_notes,
     shows_message,
     table_records,
+    title_parts,
     why_text,
 )
+from ipydevice.wording import visible_fields
 
 __all__ = [
     "Verbosity",
@@ -50,10 +55,16 @@ ACCENT = "#e8590c"
 ROOT_STYLE = (
     "font-family:var(--jp-ui-font-family,system-ui,sans-serif);font-size:13px;line-height:1.45;"
     f"color:inherit;border-left:4px solid {ACCENT};background:rgba(232,89,12,0.07);"
-    "padding:8px 12px;margin:6px 0;border-radius:0 4px 4px 0;max-width:100%;overflow-x:auto"
+    "padding:8px 12px;margin:6px 0;border-radius:0 4px 4px 0;box-sizing:border-box;width:100%;"
+    "max-width:100%;overflow-x:auto"
 )
 CELL = "padding:2px 10px 2px 0;text-align:left;vertical-align:top;white-space:nowrap"
+#: Names and frames wrap at spaces (``pos in PosEnc.forward``), never inside a word.
+WRAPPING_CELL = CELL.replace("white-space:nowrap", "white-space:normal;overflow-wrap:normal")
 CODE = "font-family:var(--jp-code-font-family,ui-monospace,monospace);font-size:12px"
+#: The ``<code>`` inside a ``<pre>``: the notebook's inline-code style (its own
+#: background and padding) would give each line a strip inside the block.
+CODE_IN_PRE = "background:none;padding:0;margin:0;border:0;border-radius:0;font:inherit;color:inherit;white-space:inherit"
 CULPRIT_ROW = "background:rgba(224,49,49,0.12)"
 MUTED = "opacity:0.75"
 FOLDED_ROWS = 200  # rows inside the folded section; the rest are counted, not rendered
@@ -62,11 +73,13 @@ FOLDED_ROWS = 200  # rows inside the folded section; the rest are counted, not r
 def code_block(code: str) -> str:
     """Escaped code in a ``<pre>``."""
     style = f"{CODE};margin:4px 0 8px 0;padding:6px 8px;background:rgba(127,127,127,0.12);border-radius:3px;white-space:pre;overflow-x:auto"
-    return f'<pre class="ipydevice-code" style="{style}"><code>{escape(code)}</code></pre>'
+    return f'<pre class="ipydevice-code" style="{style}"><code style="{CODE_IN_PRE}">{escape(code)}</code></pre>'
 
 
 def _inline_code(text: str) -> str:
-    """Escapes ``text`` and turns its backquoted names into ``<code>``."""
+    """Escapes ``text`` and turns its backquoted names into ``<code>``: the words
+    ipydevice writes (headlines, reasons, findings, notes) quote names the
+    Markdown way, and no backquote reaches the HTML raw."""
     parts = re.split(r"`([^`]*)`", text)
     out = []
     for index, part in enumerate(parts):
@@ -118,7 +131,14 @@ def _row(record: ObjectRecord, is_culprit: bool, sizes: bool = False) -> str:
     ]
     style = f' style="{CULPRIT_ROW}"' if is_culprit else ""
     klass = ' class="ipydevice-culprit"' if is_culprit else ""
-    return f"<tr{klass}{style}>" + "".join(f'<td style="{CELL}">{c}</td>' for c in cells) + "</tr>"
+    return (
+        f"<tr{klass}{style}>"
+        + "".join(
+            f'<td style="{WRAPPING_CELL if i in (1, 7) else CELL}">{c}</td>'
+            for i, c in enumerate(cells)
+        )
+        + "</tr>"
+    )
 
 
 def fix_html(number: int, fix: Fix, numbered: bool = True) -> str:
@@ -148,6 +168,7 @@ def render_diagnosis_html(
     """The static panel: ``minimal`` is the headline and the best fix, ``context``
     the panel, ``verbose`` adds every object, the error message and the frames."""
     verbosity = as_verbosity(verbosity)
+    d = visible_fields(d)
     if not d.is_device_error:
         return f'<div class="ipydevice-panel" style="{ROOT_STYLE}">ipydevice: {escape(headline(d))}</div>'
     if verbosity == "minimal":
@@ -160,7 +181,7 @@ def render_diagnosis_html(
     if records:
         parts.append(table_html(records, {f.name for f in d.culprits}, limit))
     parts.append(fixes_html(d.fixes))
-    parts.extend(f'<div style="{MUTED}">note: {escape(n)}</div>' for n in d.notes)
+    parts.extend(f'<div style="{MUTED}">note: {_inline_code(n)}</div>' for n in shown_notes(d))
     if verbosity == "verbose":
         parts.append(_frames_html(d))
     return f'<div class="ipydevice-panel" data-verbosity="{verbosity}" style="{ROOT_STYLE}">{"".join(parts)}</div>'
@@ -172,7 +193,7 @@ def render_header_html(d: Diagnosis, pointer: str = HEADER_POINTER) -> str:
     non-device error."""
     if not d.is_device_error:
         return ""
-    return _compact_html(d, "ipydevice-header", pointer)
+    return _compact_html(visible_fields(d), "ipydevice-header", pointer)
 
 
 def _compact_html(d: Diagnosis, klass: str, pointer: str) -> str:
@@ -197,8 +218,12 @@ def _compact_html(d: Diagnosis, klass: str, pointer: str) -> str:
 def panel_top_html(d: Diagnosis, verbosity: Verbosity = "context") -> str:
     """Title, headline, the failing module when the headline does not name it, and
     the findings that explain something (the panel and the widget share it)."""
+    d = visible_fields(d)
+    title, kind = title_parts(d)
     parts = [
-        f'<div style="font-weight:600">ipydevice · {kind_label(d)} <span style="{MUTED};font-weight:400">({escape(d.family or "")})</span></div>',
+        f'<div class="ipydevice-title" style="font-weight:600">{escape(title)}'
+        + (f'<span style="font-weight:400">: {escape(kind)}</span>' if kind else "")
+        + "</div>",
         f'<div class="ipydevice-headline" style="font-size:14px;margin:4px 0 2px 0">{_inline_code(headline(d))}</div>',
     ]
     module = failing_module_label(d)
@@ -208,7 +233,7 @@ def panel_top_html(d: Diagnosis, verbosity: Verbosity = "context") -> str:
         )
     if d.target_reason:
         parts.append(
-            f'<div class="ipydevice-target" style="{MUTED}">target {escape(d.target_reason)}</div>'
+            f'<div class="ipydevice-target" style="{MUTED}">target {_inline_code(d.target_reason)}</div>'
         )
     if d.message and (verbosity == "verbose" or shows_message(d)):
         message = d.message if verbosity == "verbose" else d.message.splitlines()[0][:300]
@@ -228,7 +253,7 @@ def _causes_html(d: Diagnosis, verbosity: Verbosity = "context") -> str:
     if not items:
         return ""
     lis = "".join(
-        f'<li><code style="{CODE};font-weight:600">{escape(f.name)}</code>: {escape(why_text(f))}'
+        f'<li><code style="{CODE};font-weight:600">{escape(f.name)}</code>: {_inline_code(why_text(f))}'
         + (f' <span style="{MUTED}">[{escape(f.location)}]</span>' if f.location else "")
         + "</li>"
         for f, _ in items
@@ -253,6 +278,11 @@ def render_inventory_html(inv: Any, limit: int | None = None) -> str:
     from ipydevice.settings import current
 
     limit = limit or current().max_rows
+    inv = visible_fields(inv)
+    style = ROOT_STYLE.replace(ACCENT, "#1c7ed6").replace("232,89,12", "28,126,214")
+    if not inv.records:
+        empty = escape(nothing_here(inventory_scope(inv)))
+        return f'<div class="ipydevice-panel ipydevice-inventory" style="{style}">ipydevice · {empty}</div>'
     total = sum(t.count for t in inv.totals)
     title = f"ipydevice · {plural(len(inv.records), 'object')}" + (
         f" ({', '.join(inv.names)})" if inv.names else ""
@@ -270,27 +300,30 @@ def render_inventory_html(inv: Any, limit: int | None = None) -> str:
     ]
     if inv.problems:
         lis = "".join(
-            f'<li><code style="{CODE};font-weight:600">{escape(p.name)}</code>: {escape(p.why)}</li>'
+            f'<li><code style="{CODE};font-weight:600">{escape(p.name)}</code>: {_inline_code(p.why)}</li>'
             for p in inv.problems
         )
         parts.append(
             f'<div style="font-weight:600;margin-top:6px">{"Problem" if len(inv.problems) == 1 else "Problems"}</div><ul style="margin:4px 0;padding-left:18px">{lis}</ul>'
         )
-    parts.extend(f'<div style="{MUTED}">note: {escape(n)}</div>' for n in inv.notes)
-    return f'<div class="ipydevice-panel ipydevice-inventory" style="{ROOT_STYLE.replace(ACCENT, "#1c7ed6").replace("232,89,12", "28,126,214")}">{"".join(parts)}</div>'
+    parts.extend(f'<div style="{MUTED}">note: {_inline_code(n)}</div>' for n in inv.notes)
+    return (
+        f'<div class="ipydevice-panel ipydevice-inventory" style="{style}">{"".join(parts)}</div>'
+    )
 
 
 def render_checkup_html(checkup: Any) -> str:
     """``ipydevice.check()`` / ``%devices --check`` as a static panel."""
+    checkup = visible_fields(checkup)
     style = (
         ROOT_STYLE.replace(ACCENT, "#2f9e44").replace("232,89,12", "47,158,68")
         if not checkup.problems
         else ROOT_STYLE
     )
     if not checkup.problems:
-        return f'<div class="ipydevice-panel ipydevice-check" style="{style}">ipydevice · check: no device problems found</div>'
+        return f'<div class="ipydevice-panel ipydevice-check" style="{style}">ipydevice · check: {escape(checkup_all_clear(checkup))}</div>'
     items = "".join(
-        f'<li><code style="{CODE};font-weight:600">{escape(p.name)}</code>: {escape(p.why)}'
+        f'<li><code style="{CODE};font-weight:600">{escape(p.name)}</code>: {_inline_code(p.why)}'
         + (f' <span style="{MUTED}">[{escape(p.location)}]</span>' if p.location else "")
         + "</li>"
         for p in checkup.problems
@@ -300,5 +333,5 @@ def render_checkup_html(checkup: Any) -> str:
         f'<ul style="margin:6px 0;padding-left:18px">{items}</ul>',
     ]
     parts.append(fixes_html(checkup.fixes))
-    parts.extend(f'<div style="{MUTED}">note: {escape(n)}</div>' for n in checkup.notes)
+    parts.extend(f'<div style="{MUTED}">note: {_inline_code(n)}</div>' for n in checkup.notes)
     return f'<div class="ipydevice-panel ipydevice-check" style="{style}">{"".join(parts)}</div>'

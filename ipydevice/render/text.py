@@ -18,28 +18,23 @@ import os
 import re
 import sys
 import textwrap
-import unicodedata
 from collections.abc import Sequence
 from typing import Any, Literal, cast, get_args
 
+from ipydevice._debug import env_flag
 from ipydevice.collect.probe import format_bytes
 from ipydevice.model import Diagnosis, Finding, Fix, ObjectRecord
-from ipydevice.wording import plural
+from ipydevice.render.layout import columns, display_width
+from ipydevice.render.layout import cut as _cut
+from ipydevice.render.layout import wrap as _wrap
+from ipydevice.wording import plural, visible, visible_fields
 
+# fmt: off
 __all__ = [
-    "VERBOSITY_LEVELS",
-    "Verbosity",
-    "as_verbosity",
-    "columns",
-    "display_width",
-    "headline",
-    "plural",
-    "render_diagnosis",
-    "render_header",
-    "render_inventory",
-    "shares_text",
-    "use_color",
+    "VERBOSITY_LEVELS", "Verbosity", "as_verbosity", "columns", "display_width", "headline",
+    "plural", "render_diagnosis", "render_header", "render_inventory", "shares_text", "use_color",
 ]
+# fmt: on
 
 #: How much a report says: the headline and the best fix; the panel; everything.
 Verbosity = Literal["minimal", "context", "verbose"]
@@ -102,6 +97,13 @@ def kind_label(d: Diagnosis) -> str:
     return "device warning" if d.kind == "warning" else "device error"
 
 
+def title_parts(d: Diagnosis) -> tuple[str, str]:
+    """The report's title: ``ipydevice · device error`` and the kind of error in
+    words (``an operation received tensors on different devices``), never the
+    family's id."""
+    return f"ipydevice · {kind_label(d)}", d.family_title
+
+
 def _headline_culprits(d: Diagnosis) -> list[Finding]:
     return [f for f in d.culprits if f.rule != "optimizer_state"] or list(d.culprits)
 
@@ -111,7 +113,12 @@ def headline(d: Diagnosis) -> str:
 
     What to do is the best fix's title; a diagnosis with culprits but no fix says
     it here (``move it to cuda:0``); one without culprits is the family's advice.
+    Invisible characters of names are shown as escapes (:func:`visible`).
     """
+    return visible(_headline(d))
+
+
+def _headline(d: Diagnosis) -> str:
     if not d.is_device_error:
         return f"not a device error ({d.exc_type})"
     if not d.culprits:
@@ -129,6 +136,8 @@ def headline(d: Diagnosis) -> str:
     frame = frames.pop() if len(frames) == 1 and len(culprits) + bool(d.reference) > 1 else ""
     reference = f"`{d.reference.partition(' in ')[0]}`" if frame else code_name(d.reference)
     text = f"{_names(culprits, frame)} {verb} on {devices}"
+    if culprits[0].rule == "initialised_cuda":  # forked_cuda: no move fixes it
+        return f"{text} in the notebook's process: {d.advice}"
     names = {f.name for f in culprits}
     if culprits[0].rule == "meta_model" or d.family == "meta_device":
         text += (
@@ -136,6 +145,10 @@ def headline(d: Diagnosis) -> str:
         )
     elif d.family == "numpy_conversion":
         text += ": NumPy reads only CPU memory"
+    elif culprits[0].rule == "demanded":
+        text += (
+            f": the error message demands {'it' if len(culprits) == 1 else 'them'} on {d.target}"
+        )
     elif culprits[0].rule == "optimizer_state":
         text += f", {'its' if len(culprits) == 1 else 'their'} parameters on {d.target}"
     elif d.reference and d.reference not in names:
@@ -151,7 +164,7 @@ def headline(d: Diagnosis) -> str:
 
 def _is_plain_why(f: Finding) -> bool:
     """The finding says only what the headline, the table and the fix say already."""
-    if f.rule in ("meta_model", "optimizer_state"):
+    if f.rule in ("meta_model", "optimizer_state", "demanded"):
         return True
     return bool(
         re.fullmatch(r"on \S+, but the computation runs on \S+", f.why)
@@ -187,6 +200,17 @@ def shows_message(d: Diagnosis) -> bool:
     return d.kind == "warning" or not d.frames
 
 
+def shown_notes(d: Diagnosis) -> list[str]:
+    """The notes, each once, less those the headline already says ("meta tensors
+    hold no data: ..." under a headline that says meta tensors hold no data)."""
+    said = headline(d)
+    return [
+        note
+        for note in dict.fromkeys(d.notes)
+        if not (len(lead := note.partition(":")[0].strip()) > 12 and lead in said)
+    ]
+
+
 def failing_module_label(d: Diagnosis) -> str:
     """``model[0] (Linear)`` when the failing module is not already named by the
     headline (the culprit or the model beside it), else ''."""
@@ -213,8 +237,8 @@ def fix_title(fix: Fix) -> str:
 def fix_hint(fix: Fix) -> str:
     """What to do with the fix, and where (``change the code, file.py:12``)."""
     hint = SCOPE_HINTS.get(fix.scope, fix.scope)
-    if fix.location and fix.scope == "source":
-        hint += f" at {fix.location}"
+    if fix.location and fix.scope == "source" and fix.location not in fix.title:
+        hint += f" at {fix.location}"  # said once: not when the title says where
     return hint
 
 
@@ -254,67 +278,12 @@ def compact_fix_line(fix: Fix) -> str:
     return f"{title} [{hint}]" if hint else title
 
 
-# -- layout ------------------------------------------------------------------------------
-
-
-def display_width(text: str) -> int:
-    """Columns ``text`` takes in a terminal: two for east-asian wide and full-width
-    characters, none for combining marks and zero-width characters."""
-    if text.isascii():
-        return len(text)
-    width = 0
-    for char in text:
-        if unicodedata.combining(char) or unicodedata.category(char) in ("Mn", "Me", "Cf"):
-            continue
-        width += 2 if unicodedata.east_asian_width(char) in ("W", "F") else 1
-    return width
-
-
-def _pad(text: str, width: int) -> str:
-    return text + " " * max(width - display_width(text), 0)
-
-
-def _cut(text: str, width: int) -> str:
-    """``text`` cut to ``width`` display columns, ``…`` marking the cut."""
-    if display_width(text) <= width:
-        return text
-    out, used = [], 0
-    for char in text:
-        w = display_width(char)
-        if used + w > width - 1:
-            break
-        out.append(char)
-        used += w
-    return "".join(out) + "…"
-
-
-def _wrap(text: str, width: int, first: str, rest: str) -> list[str]:
-    """Word wrap that never breaks names at hyphens (``<ipython-input-3-…>``)."""
-    return textwrap.wrap(
-        text,
-        width,
-        initial_indent=first,
-        subsequent_indent=rest,
-        break_on_hyphens=False,
-        break_long_words=False,
-    )
+# -- rows ----------------------------------------------------------------------------------
 
 
 def shares_text(record: ObjectRecord) -> str:
     """``cuda:0 ×12 (1.2 GB), cpu ×2 (16 B)`` for a module or container."""
     return ", ".join(f"{s.device} ×{s.count} ({format_bytes(s.nbytes)})" for s in record.shares)
-
-
-def columns(rows: Sequence[Sequence[str]], width: int) -> list[str]:
-    """Left-aligned columns padded by display width; the last column is cut to fit."""
-    if not rows:
-        return []
-    widths = [max(display_width(row[i]) for row in rows) for i in range(len(rows[0]))]
-    lines = []
-    for row in rows:
-        cells = [_pad(cell, widths[i]) for i, cell in enumerate(row[:-1])]
-        lines.append(_cut("  ".join([*cells, row[-1]]).rstrip(), width))
-    return lines
 
 
 def device_text(record: ObjectRecord, sizes: bool = False) -> str:
@@ -373,14 +342,15 @@ def use_color(color: bool | None = None, stream: Any = None) -> bool:
     ``NO_COLOR`` (set and not empty) means never, and wins over everything; an
     explicit ``False`` (IPython's ``NoColor`` scheme) means never; an explicit
     ``True`` (a colour scheme) means yes; ``None`` asks the environment:
-    ``FORCE_COLOR`` (set, not empty and not ``0``) means yes even when ``stream``
+    ``FORCE_COLOR`` (on, as ipydevice reads every flag: not empty, ``0``, ``false``,
+    ``no`` or ``off``) means yes even when ``stream``
     is not a terminal, else colour only when ``stream`` (default stdout) is a TTY.
     """
     if os.environ.get("NO_COLOR"):
         return False
     if color is not None:
         return color
-    if os.environ.get("FORCE_COLOR", "") not in ("", "0"):
+    if env_flag("FORCE_COLOR"):
         return True
     try:
         return bool((stream if stream is not None else sys.stdout).isatty())
@@ -418,6 +388,7 @@ def render_diagnosis(
     """
     verbosity = as_verbosity(verbosity)
     style = _Style(use_color(color))
+    d = visible_fields(d)
     if not d.is_device_error:
         return f"ipydevice: {headline(d)}"
     if verbosity == "minimal":
@@ -426,7 +397,8 @@ def render_diagnosis(
 
     limit = len(d.records) if verbosity == "verbose" else max_rows or current().max_rows
     s = style
-    out = [f"{s.bold}ipydevice · {kind_label(d)}{s.reset} ({d.family})"]
+    title, kind = title_parts(d)
+    out = [f"{s.bold}{title}{s.reset}" + (f": {kind}" if kind else "")]
     out += [f"{s.bold}{s.red}{line}{s.reset}" for line in _wrap(headline(d), width, "  ", "    ")]
     module = failing_module_label(d)
     if module:
@@ -442,9 +414,10 @@ def render_diagnosis(
         out += ["", *_wrap(f"{d.exc_type}: {d.message}", width, "  ", "    ")[:lines]]
     out += _table_lines(d, width, limit, verbosity)
     out += _fix_lines(d.fixes, width, s)
-    if d.notes:
-        out += ["", f"  {'Note' if len(d.notes) == 1 else 'Notes'}"]
-        for note in d.notes:
+    notes = shown_notes(d)
+    if notes:
+        out += ["", f"  {'Note' if len(notes) == 1 else 'Notes'}"]
+        for note in notes:
             out += _wrap(note, width, "    - ", "      ")
     if verbosity == "verbose" and d.frames:
         out += ["", "  Frames (innermost last)"]
@@ -468,7 +441,7 @@ def render_header(
     ``pointer`` (where the rest of the report is); '' for a non-device error."""
     if not d.is_device_error:
         return ""
-    lines = _compact_lines(d, width, _Style(use_color(color)))
+    lines = _compact_lines(visible_fields(d), width, _Style(use_color(color)))
     return "\n".join([*lines, f"  ({pointer})" if pointer else ""]).rstrip("\n")
 
 
@@ -484,10 +457,14 @@ def _compact_lines(d: Diagnosis, width: int, s: _Style) -> list[str]:
 
 
 def _clip(lines: list[str], count: int, width: int) -> list[str]:
-    """The first ``count`` lines, the last marked ``…`` when some were left out."""
+    """The first ``count`` lines, the last marked ``…`` when some were left out
+    (whole words dropped to make room for it, never part of one)."""
     if len(lines) <= count:
         return lines
-    return [*lines[: count - 1], _cut(lines[count - 1] + " …", width)]
+    last = lines[count - 1].rstrip()
+    while display_width(last + " …") > width and " " in last.strip():
+        last = last.rstrip().rsplit(" ", 1)[0]
+    return [*lines[: count - 1], last + " …"]
 
 
 def _table_lines(d: Diagnosis, width: int, limit: int, verbosity: Verbosity) -> list[str]:
@@ -496,11 +473,9 @@ def _table_lines(d: Diagnosis, width: int, limit: int, verbosity: Verbosity) -> 
         return []
     culprit_names = {f.name for f in d.culprits}
     header = ["", "name", "kind", "device", "shape", "dtype", "size", "where"]
-    rows = [header] + [
-        [_cut(cell, _MAX_CELL.get(i, width)) for i, cell in enumerate(record_row(r, culprit_names))]
-        for r in records[:limit]
-    ]
-    lines = ["", "  Objects involved", *("    " + line for line in columns(rows, width - 4))]
+    rows = [header] + [record_row(r, culprit_names) for r in records[:limit]]
+    lines = ["", "  Objects involved"]
+    lines += ["    " + line for line in columns(rows, width - 4, _MAX_CELL)]
     if len(records) > limit:
         lines.append(f"    … {len(records) - limit} more (d.table() lists all)")
     return lines
@@ -535,6 +510,9 @@ def render_inventory(inv: Any, width: int = 100, max_rows: int | None = None) ->
     from ipydevice.settings import current
 
     limit = max_rows or current().max_rows
+    inv = visible_fields(inv)
+    if not inv.records:
+        return f"ipydevice · {nothing_here(inventory_scope(inv))}"
     total = sum(t.count for t in inv.totals)
     title = f"ipydevice · {plural(len(inv.records), 'object')}" + (
         f" ({', '.join(inv.names)})" if inv.names else ""
@@ -571,10 +549,28 @@ def render_inventory(inv: Any, width: int = 100, max_rows: int | None = None) ->
     return "\n".join(out)
 
 
+def inventory_scope(inv: Any) -> str:
+    """Where ``%devices`` looked: ``in the namespace`` or ``in x, y``."""
+    return f"in {', '.join(inv.names)}" if inv.names else "in the namespace"
+
+
+def nothing_here(where: str = "found") -> str:
+    """What ``%devices`` and ``check()`` say when there is nothing to look at."""
+    return f"no tensors, modules or optimizers {where}"
+
+
+def checkup_all_clear(checkup: Any) -> str:
+    """``no device problems found``, or that there was nothing to check."""
+    if getattr(checkup, "checked", -1) == 0 and not checkup.notes:
+        return f"nothing to check ({nothing_here()})"
+    return "no device problems found"
+
+
 def render_checkup(checkup: Any, width: int = 100) -> str:
     """``ipydevice.check()`` / ``%devices --check`` as text."""
+    checkup = visible_fields(checkup)
     if not checkup.problems:
-        return "ipydevice · check: no device problems found"
+        return f"ipydevice · check: {checkup_all_clear(checkup)}"
     out = [f"ipydevice · check: {plural(len(checkup.problems), 'problem')}"]
     for problem in checkup.problems:
         where = f"  [{problem.location}]" if problem.location else ""

@@ -1,35 +1,42 @@
 """The panel's buttons: Apply, Copy and Insert for each fix, as one small anywidget.
 
-The panel's words (headline, culprits, objects, fixes' code) are a plain
-``display_data`` output (``text/html`` and ``text/plain``) that every viewer and
-exporter keeps; this widget is a second output beside it holding the buttons
-only, so a viewer without a widget manager (nbconvert's default HTML export,
-nbviewer, GitHub) loses nothing but the buttons.
+The header and the panel (headline, culprits, objects, fixes' code) are plain
+``display_data`` outputs (``text/html`` and ``text/plain``) that every viewer and
+exporter keeps and that stand on their own: the culprit, the headline and each
+fix's code are selectable text. This widget is one more output, after the panel;
+in the browser it finds the header and the panel by their ``data-ipydevice-anchor``
+and puts a row of buttons right under each fix's code. A front end that shows
+outputs apart gets the rows as a block of their own; one that cannot load the
+widget shows its error after the panel, never in the header.
 
 Built from a :class:`~ipydevice.model.Diagnosis` (strings only) and a callable that
 returns the user's namespace *at click time*, so the widget keeps no tensor alive.
 
 * **Apply** sends a message to the kernel, which performs the fix with
   :meth:`Fix.apply` (moves by reference, never runs code) and reports what it did,
-  or why it could not, in the status line; an exception in a callback is shown in
+  or why it could not, in the row's status; an exception in a callback is shown in
   the widget, never lost.
-* **Copy** writes the snippet to the clipboard in the browser.
+* **Copy** writes the snippet to the clipboard in the browser, and says so only when
+  it got there ("could not copy" otherwise).
 * **Insert** adds the snippet as a new code cell directly below the failed cell, in
   the browser, through the notebook model of the widget manager's document
   context (JupyterLab 4 and Notebook 7 share that manager); the failed cell is
   found by the ``cellId`` that the front end sent with its execute request. Where
-  a front end has no such model (or the cell is gone), the kernel queues the code
-  with ``set_next_input`` and the status line says where it will appear.
+  a front end has no such model (VS Code, Colab), the kernel queues the code with
+  ``set_next_input`` and the status says where that front end puts it. A rewritten
+  cell is said to replace the failed one ("run the new cell instead").
 
-One widget (one comm) per panel, whatever the number of fixes. Stable CSS classes
-for users and tests: ``ipydevice-actions`` (root), ``ipydevice-apply``,
-``ipydevice-copy``, ``ipydevice-insert`` and ``ipydevice-status``.
+One widget (one comm) per failed cell, whatever the number of fixes, sharing one
+``Layout``. Stable CSS classes for users and tests: ``ipydevice-actions`` (each
+row), ``ipydevice-apply``, ``ipydevice-copy``, ``ipydevice-insert`` and
+``ipydevice-status``.
 
 anywidget (and ipywidgets under it) is imported here only, when a panel is built.
 """
 
 from __future__ import annotations
 
+import functools
 import textwrap
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -50,24 +57,47 @@ function makeButton(label, className, tooltip) {
   button.title = tooltip;
   // The same box for every button, so they line up whatever the theme's CSS says.
   Object.assign(button.style, {
-    margin: "0", height: "var(--jp-widgets-inline-height, 28px)", minWidth: "72px",
-    width: "auto", padding: "0 14px", lineHeight: "normal", boxSizing: "border-box",
-    verticalAlign: "middle",
+    margin: "0", height: "24px", minWidth: "64px", width: "auto", padding: "0 12px",
+    lineHeight: "normal", boxSizing: "border-box", verticalAlign: "middle",
+    fontSize: "12px", cursor: "pointer",
   });
   return button;
 }
 
+// True only when the text reached the clipboard: no success is claimed otherwise.
 async function copyText(text) {
   try {
-    await navigator.clipboard.writeText(text);
-  } catch (error) {
+    if (navigator.clipboard && window.isSecureContext !== false) {
+      await navigator.clipboard.writeText(text);
+      return true;
+    }
+  } catch (error) { /* the fallback below */ }
+  try {
     const area = document.createElement("textarea");
     area.value = text;
+    area.setAttribute("readonly", "");
+    Object.assign(area.style, { position: "fixed", opacity: "0" });
     document.body.appendChild(area);
     area.select();
-    document.execCommand("copy");
+    const done = document.execCommand("copy");
     area.remove();
+    return Boolean(done);
+  } catch (error) {
+    return false;
   }
+}
+
+// Which front end this is, for the kernel's words on where an inserted cell goes.
+function frontEnd() {
+  try {
+    if (typeof acquireVsCodeApi === "function" || String(location.protocol).startsWith("vscode")) {
+      return "vscode";
+    }
+    if ((window.google && window.google.colab) || /colab|googleusercontent/.test(location.host)) {
+      return "colab";
+    }
+  } catch (error) { /* unknown */ }
+  return "";
 }
 
 // The notebook model of the document this widget's manager serves: JupyterLab 4 and
@@ -93,80 +123,178 @@ function insertBelow(model, code) {
   return true;
 }
 
-function render({ model, el }) {
-  el.classList.add("ipydevice-actions");
-  // The foot of the panel above it: the same edge and tint.
-  const box = document.createElement("div");
-  Object.assign(box.style, {
-    borderLeft: "4px solid #e8590c", background: "rgba(232,89,12,0.07)",
-    borderRadius: "0 4px 4px 0", padding: "2px 12px 8px 12px", margin: "0 0 6px 0",
-    fontFamily: "var(--jp-ui-font-family, system-ui, sans-serif)", fontSize: "13px",
+// One row of buttons for fix ``index``, with its status line.
+function makeRow(model, fix, index, label, anyApply) {
+  const row = document.createElement("div");
+  row.className = "ipydevice-actions ipydevice-actions-row";
+  row.dataset.fix = String(index);
+  Object.assign(row.style, {
+    display: "flex", flexWrap: "wrap", alignItems: "center", gap: "6px", margin: "0 0 8px 0",
+    fontFamily: "var(--jp-ui-font-family, system-ui, sans-serif)", fontSize: "12px",
   });
-  el.appendChild(box);
+  if (label) {
+    const name = document.createElement("span");
+    name.textContent = label;
+    Object.assign(name.style, { minWidth: "3.5em", fontWeight: "600" });
+    row.appendChild(name);
+  }
+  if (fix.apply) {
+    const apply = makeButton("Apply", "ipydevice-apply mod-warning",
+      "Move the live objects now, then re-run the cell");
+    apply.onclick = () => model.send({ action: "apply", index });
+    row.appendChild(apply);
+  } else if (anyApply && label) {  // keep Copy and Insert in the same columns on every row
+    const gap = makeButton("Apply", "", "");
+    gap.style.visibility = "hidden";
+    gap.setAttribute("aria-hidden", "true");
+    row.appendChild(gap);
+  }
+  const copy = makeButton("Copy", "ipydevice-copy", "Copy this code to the clipboard");
+  copy.onclick = async () => {
+    const copied = await copyText(fix.code);
+    model.send({ action: copied ? "copied" : "copy-failed", index });
+  };
+  row.appendChild(copy);
+  if (fix.insert) {
+    const insert = makeButton("Insert", "ipydevice-insert", fix.insert_tip);
+    insert.onclick = () => {
+      let done = false;
+      try { done = insertBelow(model, fix.code); } catch (error) { done = false; }
+      model.send({ action: done ? "inserted" : "insert", index, frontend: frontEnd() });
+    };
+    row.appendChild(insert);
+  }
+  const status = document.createElement("span");
+  status.className = "ipydevice-status";
+  row.appendChild(status);
+  return row;
+}
+
+// Where the header and the panel of this widget's error are: the outputs marked with
+// its anchor, in the same cell's output area (JupyterLab, Notebook 7, classic) or,
+// where no such area is known, in the whole page.
+function targetsOf(el, anchor) {
+  if (!anchor || !el.isConnected) return null;
+  const area = el.closest(".jp-OutputArea, .output, .output_container, .cell_container");
+  const scope = area || el.ownerDocument;
+  const found = scope.querySelectorAll(`[data-ipydevice-anchor="${CSS.escape(anchor)}"]`);
+  return found.length ? Array.from(found) : null;
+}
+
+// The code blocks the rows go beside: the header's (its best fix), then each fix of
+// the panel, in the order of the widget's fixes.
+function slotsOf(targets, count) {
+  const slots = [];
+  for (const target of targets) {
+    const fixes = target.querySelectorAll(".ipydevice-fix");
+    if (fixes.length) {
+      fixes.forEach((fix, index) => {
+        if (index < count) slots.push([index, fix.querySelector("pre") || fix]);
+      });
+    } else {
+      const code = target.querySelector("pre.ipydevice-code");
+      if (code) slots.push([0, code]);
+    }
+  }
+  return slots;
+}
+
+function render({ model, el }) {
   const fixes = model.get("fixes");
   const anyApply = fixes.some((fix) => fix.apply);
-  for (const [index, fix] of fixes.entries()) {
-    const row = document.createElement("div");
-    row.className = "ipydevice-actions-row";
-    Object.assign(row.style, { display: "flex", alignItems: "center", gap: "6px", margin: "4px 0 0 0" });
-    if (fixes.length > 1 || model.get("labelled")) {
-      const label = document.createElement("span");
-      label.textContent = fix.label;
-      Object.assign(label.style, { minWidth: "3.5em", fontWeight: "600" });
-      row.appendChild(label);
-    }
-    if (fix.apply) {
-      const apply = makeButton("Apply", "ipydevice-apply mod-warning",
-        "Move the live objects now, then re-run the cell");
-      apply.onclick = () => model.send({ action: "apply", index });
-      row.appendChild(apply);
-    } else if (anyApply) {  // keep Copy and Insert in the same columns on every row
-      const gap = makeButton("Apply", "", "");
-      gap.style.visibility = "hidden";
-      gap.setAttribute("aria-hidden", "true");
-      row.appendChild(gap);
-    }
-    const copy = makeButton("Copy", "ipydevice-copy", "Copy this code to the clipboard");
-    copy.onclick = async () => {
-      await copyText(fix.code);
-      copy.textContent = "Copied";
-      model.send({ action: "copied", index });
-      setTimeout(() => { copy.textContent = "Copy"; }, 1500);
-    };
-    row.appendChild(copy);
-    if (fix.insert) {
-      const insert = makeButton("Insert", "ipydevice-insert",
-        "Add this code as a new cell below the failed cell");
-      insert.onclick = () => {
-        let done = false;
-        try { done = insertBelow(model, fix.code); } catch (error) { done = false; }
-        model.send({ action: done ? "inserted" : "insert", index });
-      };
-      row.appendChild(insert);
-    }
-    box.appendChild(row);
-  }
-  const status = document.createElement("div");
-  status.className = "ipydevice-status";
-  status.style.marginTop = "6px";
+  const rows = [];
   const paint = () => {
     const text = model.get("status");
-    status.textContent = "";
-    status.style.display = text ? "block" : "none";
-    if (!text) return;
-    const mark = document.createElement("span");
-    const ok = model.get("status_ok");
-    mark.textContent = ok ? "✔ " : "✘ ";
-    mark.style.color = ok ? "#2f9e44" : "#e03131";
-    status.append(mark, text);
+    const at = model.get("status_index");
+    for (const row of rows) {
+      const status = row.querySelector(".ipydevice-status");
+      status.textContent = "";
+      if (!text || Number(row.dataset.fix) !== at) continue;
+      const mark = document.createElement("span");
+      const ok = model.get("status_ok");
+      mark.textContent = ok ? "✔ " : "✘ ";
+      mark.style.color = ok ? "#2f9e44" : "#e03131";
+      status.append(mark, text);
+    }
   };
-  paint();
+  // Beside each fix's code in the header and the panel, when they are found ...
+  const placeBeside = () => {
+    const targets = targetsOf(el, model.get("anchor"));
+    if (!targets) return false;
+    for (const [index, code] of slotsOf(targets, fixes.length)) {
+      const next = code.nextElementSibling;
+      if (next && next.classList.contains("ipydevice-actions")) next.remove();  // a view before
+      const row = makeRow(model, fixes[index], index, "", anyApply);
+      code.after(row);
+      rows.push(row);
+    }
+    if (!rows.length) return false;
+    el.style.display = "none";  // the rows are in the header and the panel
+    return true;
+  };
+  // ... else (a front end that shows outputs apart) as a block of their own.
+  const placeHere = () => {
+    const box = document.createElement("div");
+    Object.assign(box.style, {
+      borderLeft: "4px solid #e8590c", background: "rgba(232,89,12,0.07)",
+      borderRadius: "0 4px 4px 0", padding: "8px 12px 2px 12px", margin: "0 0 6px 0",
+    });
+    const labelled = fixes.length > 1 || model.get("labelled");
+    for (const [index, fix] of fixes.entries()) {
+      const row = makeRow(model, fix, index, labelled ? fix.label : "", anyApply);
+      box.appendChild(row);
+      rows.push(row);
+    }
+    el.appendChild(box);
+  };
+  let tries = 0;
+  let timer = null;
+  const place = () => {
+    timer = null;
+    if (placeBeside()) { paint(); return; }
+    if (++tries < 12) { timer = setTimeout(place, 25 * tries); return; }
+    placeHere();
+    paint();
+  };
+  place();
   model.on("change:status", paint);
   model.on("change:status_ok", paint);
-  box.appendChild(status);
+  model.on("change:status_index", paint);
+  return () => {  // the view goes (the widget closed, the output cleared): so do its rows
+    if (timer !== null) clearTimeout(timer);
+    for (const row of rows) row.remove();
+  };
 }
 export default { render };
 """
+
+#: What the Insert button's tooltip says it does, by the fix's scope.
+INSERT_TIPS = {
+    "namespace": "Add this code as a new cell below the failed cell",
+    "cell": "Add this rewritten cell below the failed cell (run it instead of the failed one)",
+}
+
+#: The status after the browser inserted the cell below the failed one, by scope.
+INSERTED = {
+    "namespace": "added as a new cell below this one: run it, then re-run this cell",
+    "cell": "added below this cell as its replacement: run the new cell instead of this one",
+}
+
+#: Where a cell queued with ``set_next_input`` appears, by the front end the browser
+#: says it is (none of them lets a widget add a cell itself).
+FRONT_ENDS = {
+    "vscode": "VS Code adds it as a new cell below the next cell you run",
+    "colab": "Colab adds it as a new cell below the next cell you run",
+    "": "this front end cannot add cells from a widget: it is queued for the next cell you "
+    "run, which adds it below itself where the front end supports that",
+}
+
+#: What to do with a queued cell, by scope (a rewritten cell replaces the failed one).
+QUEUED_AFTER = {"cell": "; run it instead of the failed cell"}
+
+COPY_FAILED = (
+    "could not copy: the browser refused the clipboard; select the code and copy it yourself"
+)
 
 #: The widget class, made once per anywidget module (making a widget class costs
 #: more than building a panel).
@@ -197,8 +325,10 @@ def _make_class(anywidget: Any) -> type:
         fixes = traitlets.List(traitlets.Dict()).tag(sync=True)
         labelled = traitlets.Bool(False).tag(sync=True)
         cell_id = traitlets.Unicode("").tag(sync=True)
+        anchor = traitlets.Unicode("").tag(sync=True)
         status = traitlets.Unicode("").tag(sync=True)
         status_ok = traitlets.Bool(True).tag(sync=True)
+        status_index = traitlets.Int(-1).tag(sync=True)
         copies = traitlets.Int(0)
 
         def add_traits(self, **traits: Any) -> None:
@@ -206,12 +336,25 @@ def _make_class(anywidget: Any) -> type:
             if missing:  # a trait this class does not declare: anywidget's way
                 super().add_traits(**missing)
 
-        def say(self, message: str, ok: bool = True) -> None:
+        def say(self, message: str, ok: bool = True, index: int = 0) -> None:
             with self.hold_sync():
                 self.status_ok = ok
+                self.status_index = index
                 self.status = message
 
     return FixActions
+
+
+#: The one ``Layout`` every panel's widget shares (a DOMWidget makes one each otherwise).
+_LAYOUT: list[Any] = []
+
+
+def _shared_layout() -> Any:
+    import ipywidgets
+
+    if not _LAYOUT or getattr(_LAYOUT[0], "comm", None) is None:  # none yet, or closed
+        _LAYOUT[:] = [ipywidgets.Layout()]
+    return _LAYOUT[0]
 
 
 def available() -> bool:
@@ -237,6 +380,7 @@ def build_panel(
     fixes: Sequence[Fix] | None = None,
     cell_id: str = "",
     labelled: bool = False,
+    anchor: str = "",
 ) -> Any:
     """The buttons for ``diagnosis``' fixes (or for ``fixes``, a selection of them).
 
@@ -250,6 +394,9 @@ def build_panel(
         fixes: the fixes to give buttons to (default: all of them).
         cell_id: the failed cell's id, as the front end sent it.
         labelled: label the row with the fix's number even when there is one.
+        anchor: the ``data-ipydevice-anchor`` of the header and panel outputs the
+            buttons go into, beside each fix's code; without it (or where they are
+            not found) the buttons are a block of their own.
     """
     chosen = list(diagnosis.fixes if fixes is None else fixes)
     numbers = {id(fix): number for number, fix in enumerate(diagnosis.fixes, 1)}
@@ -259,10 +406,13 @@ def build_panel(
             "code": textwrap.dedent(fix.code).rstrip(),
             "apply": fix.can_apply and namespace is not None,
             "insert": insert is not None and insertable(fix),
+            "insert_tip": INSERT_TIPS.get(fix.scope, ""),
         }
         for index, fix in enumerate(chosen)
     ]
-    actions = _actions_class()(fixes=rows, cell_id=cell_id, labelled=labelled)
+    actions = _actions_class()(
+        fixes=rows, cell_id=cell_id, labelled=labelled, anchor=anchor, layout=_shared_layout()
+    )
     actions.on_msg(_handler(actions, chosen, rows, namespace, insert))
     return actions
 
@@ -294,36 +444,39 @@ def _handler(
     """The kernel side of a click: ``{"action": ..., "index": n}`` from the browser."""
 
     def on_msg(widget: Any, content: Any, buffers: Any) -> None:
+        index = None
         try:
             action = content.get("action") if isinstance(content, dict) else None
             index = content.get("index") if isinstance(content, dict) else None
             if not isinstance(index, int) or not 0 <= index < len(fixes):
                 return
             fix, code = fixes[index], rows[index]["code"]
+            say = functools.partial(actions.say, index=index)
             if action == "apply" and namespace is not None and fix.can_apply:
-                _apply(fix, namespace, actions.say)
+                _apply(fix, namespace, say)
             elif action == "copied":
                 actions.copies += 1
-                actions.say("copied to the clipboard")
+                say("copied to the clipboard")
+            elif action == "copy-failed":
+                say(COPY_FAILED, False)
             elif action == "inserted":
-                actions.say("added as a new cell below the failed cell: run it, then re-run")
+                say(INSERTED.get(fix.scope, INSERTED["namespace"]))
             elif action == "insert" and insert is not None:
                 insert(code)
-                actions.say(
-                    "this front end cannot add cells from a widget: the fix appears as a new "
-                    "cell below the next cell you run (or Copy it)"
-                )
+                where = FRONT_ENDS.get(content.get("frontend"), FRONT_ENDS[""])
+                say(f"{where}{QUEUED_AFTER.get(fix.scope, '')} (or Copy it)")
         except Exception as exc:
             try:
                 detail = str(exc)
             except Exception:  # an exception whose message cannot be read
                 detail = "?"
-            actions.say(f"ipydevice could not do that: {type(exc).__name__}: {detail}", False)
+            at = index if isinstance(index, int) else 0
+            actions.say(f"ipydevice could not do that: {type(exc).__name__}: {detail}", False, at)
 
     return on_msg
 
 
-def _apply(fix: Fix, namespace: Namespace, say: Callable[[str, bool], None]) -> None:
+def _apply(fix: Fix, namespace: Namespace, say: Callable[..., None]) -> None:
     result = fix.apply(namespace())  # the live namespace: reassignments must land in it
     if result.ok:
         say(f"{result.message}. Re-run the cell.", True)
@@ -331,6 +484,6 @@ def _apply(fix: Fix, namespace: Namespace, say: Callable[[str, bool], None]) -> 
         say(result.message, False)
 
 
-def click(panel: Any, action: str, index: int = 0) -> None:
+def click(panel: Any, action: str, index: int = 0, **more: Any) -> None:
     """What a click in the browser sends, sent from Python (for tests and tools)."""
-    panel._handle_custom_msg({"action": action, "index": index}, [])
+    panel._handle_custom_msg({"action": action, "index": index, **more}, [])

@@ -94,6 +94,10 @@ def _on_meta(module: nn.Module) -> bool:
     return any(t.device.type == "meta" for t in tensors)
 
 
+def _has_tensors(module: nn.Module) -> bool:
+    return any(True for _ in module.parameters()) or any(True for _ in module.buffers())
+
+
 @contextlib.contextmanager
 def fake_cuda() -> Iterator[None]:
     """FakeTensorMode, with ``cuda`` moves that work on a CPU build (see module doc)."""
@@ -113,8 +117,10 @@ def fake_cuda() -> Iterator[None]:
         return tensor_to(self, _cuda_index(device if device is not None else 0))
 
     def patched_module_to(self: nn.Module, *args: Any, **kwargs: Any) -> Any:
-        if _on_meta(self):
-            return module_to(self, *args, **kwargs)  # PyTorch's own error or to_empty's work
+        if _on_meta(self) or not _has_tensors(self):
+            # PyTorch's own error or to_empty's work; a module without parameters or
+            # buffers (a torchmetrics metric keeps states) moves through its own _apply
+            return module_to(self, *args, **kwargs)
         device, rest, kw = _split_to_args(args, kwargs)
         cuda = _cuda_index(device)  # an int (accelerate's device maps) means cuda:N
         if cuda is not None:
@@ -171,7 +177,18 @@ def fake_cuda() -> Iterator[None]:
     def patched_invert(self: torch.Tensor) -> Any:
         return torch.bitwise_not(self) if _is_fake_cuda(self) else invert(self)
 
+    deepcopy = torch.Tensor.__deepcopy__
+
+    def patched_deepcopy(self: torch.Tensor, memo: dict) -> Any:
+        # a fake tensor's deepcopy swaps in a CPU storage (torchmetrics copies its states)
+        if isinstance(self, FakeTensor) and type(self) is FakeTensor:
+            return self.detach().clone()
+        return deepcopy(self, memo)
+
+    from torch._subclasses.fake_tensor import FakeTensor
+
     mode = FakeTensorMode(allow_non_fake_inputs=True)
+    torch.Tensor.__deepcopy__ = patched_deepcopy  # type: ignore[method-assign]
     torch.Tensor.contiguous = patched_contiguous  # type: ignore[method-assign]
     torch.Tensor.__invert__ = patched_invert  # type: ignore[method-assign]
     torch.Tensor.__getitem__ = patched_getitem  # type: ignore[method-assign,assignment]
@@ -193,4 +210,5 @@ def fake_cuda() -> Iterator[None]:
         torch.Tensor.__invert__ = invert  # type: ignore[method-assign]
         torch.Tensor.__getitem__ = getitem  # type: ignore[method-assign]
         torch.Tensor.__setitem__ = setitem  # type: ignore[method-assign]
+        torch.Tensor.__deepcopy__ = deepcopy  # type: ignore[method-assign]
         torch.set_grad_enabled(grad)

@@ -64,6 +64,7 @@ class Case:
         clean: no row of the objects table may come from a library pass-through
             frame (issue 12, class 9).
         xfail: why the package gets it wrong today (``issue 12 class N: ...``).
+        needs: the libraries the case imports (skipped where one is missing).
     """
 
     id: str
@@ -81,6 +82,7 @@ class Case:
     quiet: bool = False
     clean: bool = False
     xfail: str = ""
+    needs: tuple[str, ...] = ()
 
     @property
     def cells(self) -> tuple[str, ...]:
@@ -97,6 +99,7 @@ class Outcome:
     """How the package did on one case."""
 
     case: Case
+    raised: bool = False
     device_error: bool = False
     culprit: str = ""
     target: str = ""
@@ -113,7 +116,7 @@ class Outcome:
     @property
     def ok(self) -> bool:
         if self.case.quiet:
-            return not self.device_error
+            return self.raised and not self.device_error
         return (
             self.device_error
             and self.culprit_ok
@@ -125,6 +128,8 @@ class Outcome:
 
     def explain(self) -> str:
         if self.case.quiet:
+            if not self.raised:
+                return "the failing cell ran"
             return "quiet" if not self.device_error else "a non-device error was diagnosed"
         parts = [
             f"culprit {self.culprit!r} (want {self.case.culprit!r})",
@@ -236,6 +241,7 @@ def run_case(case: Case) -> Outcome:
             outcome.problem = "the failing cell ran"
             RESULTS[case.id] = outcome
             return outcome
+        outcome.raised = True
         diagnosis = session.diagnose(exc)
         outcome.report = f"{type(exc).__name__}: {str(exc)[:300]}\n{diagnosis}"
         outcome.device_error = diagnosis.is_device_error
@@ -334,8 +340,8 @@ def rates(outcomes: list[Outcome]) -> dict[str, tuple[int, int]]:
     }
 
 
-def format_rates(outcomes: list[Outcome]) -> str:
-    lines = [f"real-library corpus: {len(outcomes)} cases"]
+def format_rates(outcomes: list[Outcome], title: str = "real-library corpus") -> str:
+    lines = [f"{title}: {len(outcomes)} cases"]
     for name, (right, total) in rates(outcomes).items():
         percent = 100.0 * right / total if total else 100.0
         lines.append(f"  {name:<22} {right:>3}/{total:<3} {percent:5.1f}%")

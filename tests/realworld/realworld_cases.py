@@ -791,10 +791,11 @@ CASES: list[Case] = [
         url="https://github.com/yuta-hi/pytorch_similarity/issues/1",
         classes=(0,),
         setup="""
-        model = nn.Linear(4, 2).to('cuda')
-        x = torch.randn(3, 4, device='cuda', dtype=torch.float64)
+        model = nn.Linear(4, 2)
+        x = torch.randn(3, 4, dtype=torch.float64)
         """,
         cell="out = model(x)\n",
         quiet=True,
+        fake=False,  # fake CUDA tensors do not check dtypes: the cell would run
     ),
 ]

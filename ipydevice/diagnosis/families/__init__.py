@@ -12,6 +12,7 @@ from ipydevice import registry
 from ipydevice.diagnosis.families import (
     conv_type_mismatch,
     dataparallel,
+    forked_cuda,
     generator_mismatch,
     hf_warning,
     index_mismatch,
@@ -21,6 +22,7 @@ from ipydevice.diagnosis.families import (
     numpy_conversion,
     op_mismatch,
     optimizer_state,
+    pin_memory,
     rnn_mismatch,
     xla,
 )
@@ -39,6 +41,8 @@ BUILTIN = (
     mps.FAMILY,
     hf_warning.FAMILY,
     xla.FAMILY,
+    forked_cuda.FAMILY,
+    pin_memory.FAMILY,
 )
 
 for _family in BUILTIN:

@@ -34,4 +34,5 @@ FAMILY = Family(
     "a convolution's input and parameters are on different devices",
     WORDINGS,
     advice=_advice,
+    title="convolution input and weights on different devices",
 )

@@ -54,4 +54,5 @@ FAMILY = Family(
     target=_target,
     target_reason="device_ids[0], where the wrapped module's parameters must be",
     audited=("DataParallel", "DistributedDataParallel"),
+    title="DataParallel parameters on unexpected devices",
 )

@@ -41,4 +41,5 @@ FAMILY = Family(
     target=_target,
     target_reason="the device the error message expects the generator on",
     audited=("DataLoader",),
+    title="random generator on another device",
 )

@@ -47,4 +47,5 @@ FAMILY = Family(
     WORDINGS,
     advice=_advice,
     from_root_logger=True,
+    title="model and inputs on different devices",
 )

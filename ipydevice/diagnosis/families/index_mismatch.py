@@ -62,4 +62,5 @@ FAMILY = Family(
     "an indexing op got indices on another device than the indexed tensor",
     WORDINGS,
     advice=_advice,
+    title="indices on another device",
 )

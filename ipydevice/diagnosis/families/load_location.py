@@ -103,4 +103,5 @@ FAMILY = Family(
     target=_target,
     target_reason="a location this machine has, for the checkpoint's tensors",
     cell_fix=_cell_fix,
+    title="checkpoint saved on a device not available here",
 )

@@ -116,4 +116,5 @@ FAMILY = Family(
     blame=_blame,
     from_root_logger=True,
     about_meta=True,
+    title="meta tensor used where data is needed",
 )

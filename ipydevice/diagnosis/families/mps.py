@@ -45,4 +45,5 @@ FAMILY = Family(
     "an op on Apple MPS got a tensor that is not on the MPS device",
     WORDINGS,
     advice=_advice,
+    title="tensor not on the MPS device",
 )

@@ -61,4 +61,5 @@ FAMILY = Family(
     target=_target,
     target_reason="NumPy arrays live on the CPU",
     cell_fix=_cell_fix,
+    title="NumPy conversion of a tensor not on the CPU",
 )

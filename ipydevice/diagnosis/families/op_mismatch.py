@@ -215,4 +215,5 @@ FAMILY = Family(
     ID,
     "an operation received tensors on different devices",
     WORDINGS,
+    title="tensors on different devices",
 )

@@ -43,4 +43,5 @@ FAMILY = Family(
         "OneCycleLR",
         "CosineAnnealingLR",
     ),
+    title="optimizer state on another device",
 )

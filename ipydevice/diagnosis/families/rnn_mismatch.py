@@ -44,4 +44,5 @@ FAMILY = Family(
     "an RNN's input and its weights, hidden state or lengths disagree on device",
     WORDINGS,
     advice=_advice,
+    title="RNN input and weights on different devices",
 )

@@ -27,4 +27,5 @@ FAMILY = Family(
     "a non-XLA tensor was passed where an XLA tensor was expected",
     WORDINGS,
     advice=_advice,
+    title="tensor not on the XLA device",
 )

@@ -1,0 +1,172 @@
+"""A long session: 1,000 device errors in a real kernel, with ipydevice against stock.
+
+Two ipykernels started through jupyter_client, side by side: one with
+``%load_ext ipydevice``, one without (stock). The same setup (a model on ``meta``
+and a CPU batch), then the same failing cell ``model(x)`` sent to each in turn
+(A B A B ...), each a new execution as a console sends them (no cell id: nothing
+is superseded, so only the bound keeps the widgets few). Measured in each kernel:
+
+* **open comms** (the kernel's comm manager) and **live widgets** (ipywidgets'
+  registry) at the end;
+* **memory**: the kernel's RSS after the errors minus its RSS after the warm-up,
+  per 1,000 errors (after ``gc.collect()``), ipydevice minus stock;
+* **CPU per error**: the kernel process's CPU time (all its threads) between the
+  end of one failing cell and the end of the next (read by a user expression
+  evaluated after each cell), the first 50 errors against the last 50;
+* **iopub bytes per error**: the JSON size of every iopub message of the request
+  (header, parent header, metadata, content), ipydevice against stock.
+
+Goals: comms and widgets bounded (at most 10); memory within 2 MB per 1,000
+errors of stock; CPU per error of the last 50 within 10% of the first 50.
+"""
+
+from __future__ import annotations
+
+import ast
+import itertools
+import json
+import os
+import statistics
+import sys
+import tempfile
+from typing import Any
+
+from common import ROOT, emit, ms, reps
+
+ERRORS = reps(1000, 200)
+WARMUP = 20
+EDGE = 50  # errors compared at the start and at the end
+GOAL_LIVE, GOAL_MB, GOAL_CPU = 10, 2.0, 0.10
+
+SETUP = "import torch\nmodel = torch.nn.Linear(4, 2).to('meta')\nx = torch.randn(3, 4)"
+# The kernel's CPU time at the start of each failing cell: from one start to the next is
+# one error, the panel and its messages included.
+FAIL = "_cpu.append(__import__('time').process_time())\nmodel(x)"
+STATE = """
+import gc, json, sys
+_cpu = []
+def _rss():
+    with open('/proc/self/status') as f:
+        return next(int(l.split()[1]) for l in f if l.startswith('VmRSS:'))
+def _counts():
+    comms = widgets = 0
+    try:
+        from comm import get_comm_manager
+        comms = len(get_comm_manager().comms)
+    except Exception:
+        pass
+    module = sys.modules.get('ipywidgets.widgets.widget')
+    if module is not None:
+        widgets = len(module._instances)
+    return comms, widgets
+"""
+READ = "json.dumps({'rss_kb': _rss(), 'counts': _counts(), 'cpu': _cpu})"
+
+
+class Kernel:
+    def __init__(self, name: str, load: bool) -> None:
+        from jupyter_client.manager import start_new_kernel
+
+        env = {
+            **{k: v for k, v in os.environ.items() if k != "IPYDEVICE_DEBUG"},
+            "IPYTHONDIR": tempfile.mkdtemp(prefix=f"ipydevice-bench-{name}-"),
+            "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
+        }
+        self.name = name
+        self.manager, self.client = start_new_kernel(kernel_name="python3", env=env)
+        self.run(("%load_ext ipydevice\n" if load else "") + SETUP + "\n" + STATE)
+
+    def run(self, code: str, expressions: dict[str, str] | None = None) -> tuple[dict, int]:
+        """Runs ``code``; returns the reply and the iopub bytes of the request."""
+        sizes: list[int] = []
+
+        def hook(message: dict[str, Any]) -> None:
+            parts = (message["header"], message["parent_header"], message["metadata"])
+            sizes.append(sum(len(json.dumps(p, default=str)) for p in (*parts, message["content"])))
+
+        reply = self.client.execute_interactive(
+            code, timeout=120, output_hook=hook, user_expressions=expressions or {}
+        )
+        return reply, sum(sizes)
+
+    def expression(self, reply: dict, key: str) -> Any:
+        value = reply["content"]["user_expressions"][key]
+        assert value["status"] == "ok", value
+        return value["data"]["text/plain"]
+
+    def state(self) -> dict[str, Any]:
+        reply, _ = self.run("gc.collect()", {"state": READ})
+        return json.loads(ast.literal_eval(self.expression(reply, "state")))
+
+    def fail(self) -> int:
+        reply, size = self.run(FAIL)
+        assert reply["content"]["status"] == "error"
+        return size
+
+    def shutdown(self) -> None:
+        self.client.stop_channels()
+        self.manager.shutdown_kernel(now=True)
+
+
+def main() -> dict[str, Any]:
+    kernels = {"ipydevice": Kernel("ipydevice", True), "stock": Kernel("stock", False)}
+    try:
+        sizes: dict[str, list[int]] = {name: [] for name in kernels}
+        for _ in range(WARMUP):
+            for kernel in kernels.values():
+                kernel.fail()
+        start = {name: k.state() for name, k in kernels.items()}
+        for index in range(ERRORS + 1):
+            order = list(kernels) if index % 2 == 0 else list(kernels)[::-1]
+            for name in order:
+                sizes[name].append(kernels[name].fail())
+        end = {name: k.state() for name, k in kernels.items()}
+    finally:
+        for kernel in kernels.values():
+            kernel.shutdown()
+    figures: dict[str, Any] = {"errors": ERRORS}
+    per_1000 = {}
+    for name in kernels:
+        comms, widgets = end[name]["counts"]
+        grown = (end[name]["rss_kb"] - start[name]["rss_kb"]) / 1024 * 1000 / (ERRORS + 1)
+        starts = end[name]["cpu"][-(ERRORS + 1) :]
+        cpu = [b - a for a, b in itertools.pairwise(starts)]
+        per_1000[name] = grown
+        first, final = statistics.median(cpu[:EDGE]), statistics.median(cpu[-EDGE:])
+        figures[f"{name}_open_comms"] = comms
+        figures[f"{name}_live_widgets"] = widgets
+        figures[f"{name}_rss_mb_per_1000_errors"] = round(grown, 2)
+        figures[f"{name}_cpu_ms_per_error_first_{EDGE}"] = ms(first)
+        figures[f"{name}_cpu_ms_per_error_last_{EDGE}"] = ms(final)
+        figures[f"{name}_cpu_last_over_first"] = round(final / first, 3)
+        figures[f"{name}_iopub_bytes_per_error"] = int(statistics.median(sizes[name]))
+    extra_mb = per_1000["ipydevice"] - per_1000["stock"]
+    figures["memory_mb_per_1000_errors_over_stock"] = round(extra_mb, 2)
+    figures["iopub_bytes_ratio_to_stock"] = round(
+        figures["ipydevice_iopub_bytes_per_error"] / figures["stock_iopub_bytes_per_error"], 2
+    )
+    growth = figures["ipydevice_cpu_last_over_first"] - 1
+    live = max(figures["ipydevice_open_comms"], figures["ipydevice_live_widgets"])
+    met = live <= GOAL_LIVE and extra_mb <= GOAL_MB and growth <= GOAL_CPU
+    return {
+        "name": "session",
+        "title": f"{ERRORS} device errors in a real kernel, ipydevice against stock",
+        "goal": f"<= {GOAL_LIVE} comms/widgets, <= {GOAL_MB} MB/1000 errors over stock, "
+        f"CPU/error last {EDGE} <= +{GOAL_CPU:.0%} of first {EDGE}",
+        "met": met,
+        "figures": figures,
+        "headline": (
+            f"{figures['ipydevice_open_comms']} comms, {figures['ipydevice_live_widgets']} "
+            f"widgets; {extra_mb:+.2f} MB/1000 errors over stock; CPU/error "
+            f"{figures[f'ipydevice_cpu_ms_per_error_first_{EDGE}']} -> "
+            f"{figures[f'ipydevice_cpu_ms_per_error_last_{EDGE}']} ms "
+            f"(stock {figures[f'stock_cpu_ms_per_error_first_{EDGE}']} -> "
+            f"{figures[f'stock_cpu_ms_per_error_last_{EDGE}']}); iopub "
+            f"{figures['iopub_bytes_ratio_to_stock']}x stock"
+        ),
+        "notes": [],
+    }
+
+
+if __name__ == "__main__":
+    sys.exit(emit(main()))

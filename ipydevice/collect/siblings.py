@@ -1,0 +1,101 @@
+"""Loops over a holder: a culprit that is one element of a container the failing
+code loops over (``for head in heads``, ``{k: m(x) for k, m in metrics.items()}``)
+is met there first; the loop reaches the container's other elements next, so
+those off the target are culprits too and one fix moves them all.
+
+The loops are read from the failing statement of each user frame (its
+comprehensions) and the ``for`` statements around it; the container is the
+object a name or attribute chain of the loop's iterable resolves to, without
+running code (``metrics`` of ``metrics.items()``, ``a`` and ``b`` of
+``zip(a, b)``). Part of the naming stage
+(:func:`ipydevice.diagnosis.engine.name_in_depth`).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable
+from typing import Any
+
+from ipydevice.collect.frames import (
+    FrameView,
+    frame_tree,
+    iter_statements,
+    safe_value,
+    statement_at,
+)
+from ipydevice.collect.scan import Entry, Scan
+from ipydevice.collect.walk import container_items
+
+__all__ = ["add_siblings"]
+
+
+def add_siblings(
+    scan: Scan, views: list[FrameView], only: set[int], off_target: Callable[[Entry], bool]
+) -> bool:
+    """Adds the other elements of the containers the failing code loops over
+    that hold a wanted, named entry, when ``off_target`` says they are off the
+    target too. Returns True when one was added."""
+    holders: dict[int, list[Entry]] = {}
+    for key, entry in scan.entries.items():
+        container = entry.container
+        if key in only and entry.named and container is not None and len(entry.path) > 1:
+            holders.setdefault(id(container), []).append(entry)
+    if not holders:
+        return False
+    looped = _looped_over(views)
+    found = False
+    for key, entries in holders.items():
+        if key not in looped or scan._spent():
+            continue
+        container, path = entries[0].container, entries[0].path[:-1]
+        for step, child in container_items(container, scan.settings.max_items) or []:
+            if id(child) in scan.entries:
+                continue
+            before = set(scan.entries)
+            sibling = scan.add(child, (*path, step), "namespace", named=True, user=True)
+            if sibling is None or not off_target(sibling):
+                for added in set(scan.entries) - before:
+                    del scan.entries[added]
+                continue
+            sibling.container = container
+            found = True
+    return found
+
+
+def _looped_over(views: list[FrameView]) -> set[int]:
+    """Ids of the objects the failing statements' loops iterate over."""
+    ids: set[int] = set()
+    for view in views:
+        if not view.is_user:
+            continue
+        parsed = frame_tree(view)
+        if parsed is None:
+            continue
+        tree, offset = parsed
+        stmt = statement_at(tree, view.lineno - offset)
+        if stmt is None:
+            continue
+        iterables = [g.iter for g in ast.walk(stmt) if isinstance(g, ast.comprehension)]
+        iterables += [
+            node.iter
+            for node in iter_statements(tree)
+            if isinstance(node, (ast.For, ast.AsyncFor))
+            and node is not stmt
+            and node.lineno <= stmt.lineno <= (node.end_lineno or node.lineno)
+        ]
+        for iterable in iterables:
+            ids.update(id(value) for value in _chains(iterable, view))
+    return ids
+
+
+def _chains(node: ast.AST, view: FrameView) -> list[Any]:
+    out = []
+    for sub in ast.walk(node):
+        if isinstance(sub, (ast.Name, ast.Attribute, ast.Subscript)) and isinstance(
+            getattr(sub, "ctx", None), ast.Load
+        ):
+            ok, value = safe_value(sub, view.frame)
+            if ok and value is not None:
+                out.append(value)
+    return out

@@ -1,0 +1,83 @@
+"""A meta model's weights at hand: a state dict in the namespace that fits it.
+
+A model built on ``meta`` (``with torch.device('meta')``, ``init_empty_weights``)
+holds shapes, not data. ``to_empty()`` gives it memory but leaves the weights
+uninitialised; when the user has its state dict at hand (a dict of real tensors
+whose keys are the model's), ``model.load_state_dict(sd, assign=True)`` makes it
+real with those weights, on their device. Read without running user code: the
+module tree through its registries, the dict through ``dict``'s own methods.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ipydevice._debug import contain
+from ipydevice.collect import probe
+
+__all__ = ["StateDict", "state_dict_for"]
+
+#: at most this many namespace values and state-dict keys are looked at
+_MAX_NAMES = 2_000
+_MAX_KEYS = 20_000
+
+
+class StateDict:
+    """A state dict found for a model: its namespace name and its tensors' device."""
+
+    __slots__ = ("device", "name")
+
+    def __init__(self, name: str, device: str) -> None:
+        self.name = name
+        self.device = device
+
+
+def _keys(module: Any) -> tuple[set[str], set[str]] | None:
+    """(parameter keys, buffer keys) of ``module``'s state dict, by its registries."""
+    params: set[str] = set()
+    buffers: set[str] = set()
+    stack: list[tuple[str, Any]] = [("", module)]
+    seen: set[int] = set()
+    while stack:
+        prefix, current = stack.pop()
+        if id(current) in seen or len(params) + len(buffers) > _MAX_KEYS:
+            return None if len(params) + len(buffers) > _MAX_KEYS else (params, buffers)
+        seen.add(id(current))
+        state = probe.module_dict(current)
+        for slot, into in (("_parameters", params), ("_buffers", buffers)):
+            table = state.get(slot)
+            if type(table) is dict:
+                into.update(f"{prefix}{k}" for k, v in dict.items(table) if v is not None)
+        children = state.get("_modules")
+        if type(children) is dict:
+            stack.extend(
+                (f"{prefix}{k}.", v) for k, v in dict.items(children) if probe.is_module(v)
+            )
+    return params, buffers
+
+
+def state_dict_for(module: Any, namespace: Mapping[str, Any]) -> StateDict | None:
+    """The namespace's state dict for ``module``: a dict of real (not meta) tensors
+    holding every parameter key of the module and no key the module lacks."""
+    keys = _keys(module)
+    if keys is None or not keys[0]:
+        return None
+    params, buffers = keys
+    try:
+        items = list(namespace.items())[:_MAX_NAMES]
+    except BaseException as caught:
+        contain(caught)
+        return None
+    for name, value in items:
+        if type(name) is not str or name.startswith("_") or not probe.is_a(value, dict):
+            continue
+        if dict.__len__(value) > _MAX_KEYS or dict.__len__(value) < len(params):
+            continue
+        found = set(dict.keys(value))
+        if not params <= found or not found <= params | buffers:
+            continue
+        devices = {probe.placement(v)[0] for v in dict.values(value) if probe.is_tensor(v)}
+        if len(devices) == 1 and "meta" not in devices and "?" not in devices:
+            return StateDict(name, devices.pop())
+    return None

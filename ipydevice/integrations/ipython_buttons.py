@@ -1,0 +1,127 @@
+"""The buttons' widgets a shell shows, and when they are closed.
+
+:mod:`ipydevice.integrations.ipython` decides when a panel is shown; this module
+shows its buttons (:mod:`ipydevice.render.widget`) as one widget output after the
+panel, and keeps every widget it made so that none is left behind:
+
+* **one widget per failed cell**, displayed once, after the panel (the header and
+  the panel are plain HTML that stand on their own; the widget adds the buttons);
+  every widget shares one ``Layout`` widget, so a panel costs one comm;
+* **superseded**: when a cell runs again (the front end clears its outputs), the
+  widget of its previous run is closed; the cell is known by the id the front end
+  sends with each execution (JupyterLab, Notebook 7, VS Code);
+* **bounded**: at most :data:`ipydevice.settings.MAX_LIVE_BUTTONS` are alive, the
+  oldest closed first (its buttons disappear; its panel stays, with the code);
+* **reset and unload**: ``%reset -f`` and ``%unload_ext ipydevice`` close them all.
+
+IPython itself is not imported here: the shell is the one the hook was given.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ipydevice.model import Diagnosis, Fix
+
+__all__ = ["Buttons"]
+
+#: A name put into ``user_ns_hidden`` while widgets are alive: ``%reset`` clears it.
+_MARK = "_ipydevice_buttons_"
+
+
+class Buttons:
+    """The live buttons' widgets of one shell, oldest first, by the output they belong to."""
+
+    def __init__(self, shell: Any, publish: Callable[[dict[str, Any]], None]) -> None:
+        self.shell = shell
+        self.publish = publish
+        self.live: OrderedDict[int, tuple[str, Any]] = OrderedDict()
+        self.serial = 0
+
+    def __len__(self) -> int:
+        return len(self.live)
+
+    # -- showing -------------------------------------------------------------------------
+
+    def show(
+        self,
+        diagnosis: Diagnosis,
+        fixes: list[Fix] | None,
+        cell_id: str = "",
+        with_namespace: bool = True,
+    ) -> None:
+        """Builds and displays the buttons for ``diagnosis``' fixes (or ``fixes``)."""
+        from ipydevice.integrations.ipython_display import anchor_of
+        from ipydevice.render.widget import available, build_panel, view_bundle
+
+        if not available():
+            return
+        shell = self.shell
+        namespace = (lambda: shell.user_ns) if with_namespace else None
+        widget = build_panel(
+            diagnosis,
+            namespace,
+            self.insert_code,
+            fixes=fixes,
+            cell_id=cell_id,
+            anchor=anchor_of(diagnosis),
+        )
+        self.keep(widget, cell_id)
+        self.publish(view_bundle(widget))
+
+    def insert_code(self, code: str) -> None:
+        """Queues ``code`` as a new cell below the next cell run (``set_next_input``)."""
+        self.shell.set_next_input(code, replace=False)
+
+    def keep(self, widget: Any, cell_id: str = "") -> None:
+        """Notes ``widget`` as alive in the output of ``cell_id``; closes the oldest
+        past the limit."""
+        from ipydevice.settings import MAX_LIVE_BUTTONS
+
+        self.serial += 1
+        self.live[self.serial] = (cell_id, widget)
+        hidden = getattr(self.shell, "user_ns_hidden", None)
+        if isinstance(hidden, dict):
+            hidden[_MARK] = True
+        while len(self.live) > MAX_LIVE_BUTTONS:
+            _close(self.live.popitem(last=False)[1][1])
+
+    # -- closing -------------------------------------------------------------------------
+
+    def new_cell(self, cell_id: str) -> None:
+        """A cell starts: the widget of that cell's previous run is closed (its output
+        is being cleared), and all of them after a ``%reset``."""
+        if not self.live:
+            return
+        if self.was_reset():
+            self.close_all()
+        elif cell_id:
+            for serial in [k for k, (cell, _) in self.live.items() if cell == cell_id]:
+                _close(self.live.pop(serial)[1])
+
+    def after_cell(self) -> None:
+        """A cell ended: after ``%reset -f`` every widget is closed."""
+        if self.live and self.was_reset():
+            self.close_all()
+
+    def was_reset(self) -> bool:
+        hidden = getattr(self.shell, "user_ns_hidden", None)
+        return isinstance(hidden, dict) and _MARK not in hidden
+
+    def close_all(self) -> None:
+        """Closes every widget (unload, reset)."""
+        live, self.live = self.live, OrderedDict()
+        for _, widget in live.values():
+            _close(widget)
+        hidden = getattr(self.shell, "user_ns_hidden", None)
+        if isinstance(hidden, dict):
+            hidden.pop(_MARK, None)
+
+
+def _close(widget: Any) -> None:
+    with contextlib.suppress(Exception):  # a comm already gone (kernel shutting down)
+        widget.close()

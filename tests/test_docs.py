@@ -1,0 +1,66 @@
+"""What the README says about the project agrees with the project itself."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+NUMBERS = {2: "Both", 3: "All three", 4: "All four", 5: "All five"}
+
+
+def test_the_notebooks_sentence_counts_the_notebooks_listed():
+    section = README[README.index("## Notebooks") :]
+    section = section[: section.index("\n## ", 1)]
+    listed = re.findall(r"^- `notebooks/[^`]+\.ipynb`", section, flags=re.M)
+    assert len(listed) == len(list((ROOT / "notebooks").glob("*.ipynb")))
+    assert f"{NUMBERS[len(listed)]} run on a CPU-only machine" in section
+
+
+def test_make_bench_duration_is_the_same_everywhere():
+    said = re.search(r"\(about (\S+ \w+) on 2 cores\)", README.replace("\n", " "))
+    assert said, "README: `make bench` (about ... on 2 cores)"
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    runner = (ROOT / "benchmarks" / "run.py").read_text(encoding="utf-8")
+    assert f"about {said.group(1)} on 2 cores" in makefile
+    assert f"about {said.group(1)} on 2 cores" in runner
+
+
+def test_quickstart_and_readme_name_the_same_config_file():
+    named = set(re.findall(r"profile_default/(\w+\.py)", README))
+    notebook = json.loads((ROOT / "notebooks" / "01-quickstart.ipynb").read_text(encoding="utf-8"))
+    text = "".join("".join(cell["source"]) for cell in notebook["cells"])
+    assert named == set(re.findall(r"profile_default/(\w+\.py)", text)) == {"ipython_config.py"}
+
+
+def test_readme_shows_the_torchrun_commands():
+    assert "python -m ipydevice torchrun --nproc-per-node 2 train.py" in README
+    assert "torchrun --nproc-per-node 2 -m ipydevice run train.py" in README
+
+
+def test_where_it_works_names_each_place_and_what_insert_does():
+    section = README[README.index("## Where it works") :]
+    section = section[: section.index("\n## ", 1)]
+    rows = {
+        line.split("|")[1].strip(): line for line in section.splitlines() if line.startswith("| ")
+    }
+    for place in ("JupyterLab 4, Notebook 7", "VS Code (Jupyter extension)", "Google Colab"):
+        assert "**Insert**" in rows[place], place
+    assert "directly below the failed cell" in rows["JupyterLab 4, Notebook 7"]
+    for place in ("VS Code (Jupyter extension)", "Google Colab"):
+        assert "set_next_input" in rows[place], place
+    for place in ("IPython in a terminal", "Scripts", "torchrun", "accelerate", "pytest"):
+        assert place in rows, place
+    assert "python -m ipydevice torchrun --nproc-per-node 2 train.py" in rows["torchrun"]
+    assert "accelerate launch --num_processes 2 -m ipydevice run train.py" in rows["accelerate"]
+
+
+def test_the_insert_fallback_says_what_the_readme_says():
+    """The status line of Insert where a front end cannot add cells, and the README's words."""
+    from ipydevice.render import widget
+
+    source = Path(widget.__file__).read_text(encoding="utf-8")
+    assert "below the next cell you run" in source
+    assert "under the next cell you run" in README or "after the cell you run next" in README

@@ -1,0 +1,104 @@
+"""Nothing left behind: the buttons' widgets of a session are bounded and closed.
+
+One widget per failed cell (the header and the panel are plain HTML, the buttons one
+widget output after them, every widget sharing one ``Layout``); closed when the same
+cell runs again, when more than ``MAX_LIVE_BUTTONS`` are alive, on ``%reset -f`` and
+on ``%unload_ext``. Counted in ipywidgets' own registry of live widgets.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from IPython.core.interactiveshell import InteractiveShell
+from shells import run, run_captured, singleton_shell
+
+from ipydevice.integrations import ipython as ext
+from ipydevice.settings import MAX_LIVE_BUTTONS
+
+pytest.importorskip("anywidget")
+from ipywidgets.widgets.widget import _instances
+
+SETUP = "import torch\nmodel = torch.nn.Linear(4, 2).to('meta')\nx = torch.randn(3, 4)"
+MISMATCH = "model(x)"
+
+
+@pytest.fixture
+def kernel_ip(monkeypatch: pytest.MonkeyPatch) -> Iterator[InteractiveShell]:
+    """The loaded shell, looking like ipykernel's."""
+    for widget in actions():  # left by other tests' panels
+        widget.close()
+    with singleton_shell() as shell:
+        shell.run_line_magic("load_ext", "ipydevice")
+        run(shell, SETUP)
+        monkeypatch.setattr(shell, "kernel", object(), raising=False)
+        yield shell
+
+
+def actions() -> list[Any]:
+    """The live buttons' widgets (ipywidgets' registry)."""
+    return [w for w in _instances.values() if type(w).__name__ == "FixActions"]
+
+
+def fail(shell: InteractiveShell, cell_id: str | None = None) -> None:
+    _, result = run_captured(shell, MISMATCH) if cell_id is None else _run_cell(shell, cell_id)
+    assert isinstance(result.error_in_exec, RuntimeError)
+
+
+def _run_cell(shell: InteractiveShell, cell_id: str) -> tuple[Any, Any]:
+    from IPython.utils.capture import capture_output
+
+    with capture_output() as cap:
+        result = shell.run_cell(MISMATCH, cell_id=cell_id)
+    return cap, result
+
+
+def test_one_widget_per_failed_cell(kernel_ip: InteractiveShell) -> None:
+    fail(kernel_ip)  # the first error makes the shared Layout
+    before = len(_instances)
+    fail(kernel_ip)
+    assert len(_instances) - before == 1  # not four: no header widget, no layouts of its own
+
+
+def test_many_errors_leave_a_bounded_number_of_widgets_and_comms(
+    kernel_ip: InteractiveShell,
+) -> None:
+    for _ in range(2 * MAX_LIVE_BUTTONS):
+        fail(kernel_ip)
+    live = actions()
+    assert len(live) == MAX_LIVE_BUTTONS
+    assert len(_instances) <= MAX_LIVE_BUTTONS + 1  # and the one shared Layout
+    assert all(w.comm is not None for w in live)
+    assert len(ext.hook_of(kernel_ip).buttons) == MAX_LIVE_BUTTONS
+
+
+def test_a_cell_run_again_closes_the_widget_of_its_previous_run(
+    kernel_ip: InteractiveShell,
+) -> None:
+    fail(kernel_ip, cell_id="cell-a")
+    (first,) = actions()
+    fail(kernel_ip, cell_id="cell-b")
+    for _ in range(4):
+        fail(kernel_ip, cell_id="cell-a")
+    assert first.comm is None  # closed: its output was cleared by the re-run
+    assert sorted(w.cell_id for w in actions()) == ["cell-a", "cell-b"]
+
+
+def test_reset_closes_every_widget(kernel_ip: InteractiveShell) -> None:
+    fail(kernel_ip)
+    fail(kernel_ip)
+    assert len(actions()) == 2
+    run(kernel_ip, "%reset -f")
+    assert actions() == []
+    run(kernel_ip, SETUP)
+    fail(kernel_ip)  # and the buttons come back for the next error
+    assert len(actions()) == 1
+
+
+def test_unload_closes_every_widget(kernel_ip: InteractiveShell) -> None:
+    fail(kernel_ip)
+    fail(kernel_ip)
+    kernel_ip.run_line_magic("unload_ext", "ipydevice")
+    assert actions() == []
