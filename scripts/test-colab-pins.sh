@@ -17,6 +17,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV="${1:-.venv-colab}"
+# Absolute: the tests run from a temporary folder, where a relative path would not resolve.
+VENV="$(realpath -m "$VENV")"
 PYTHON="${PYTHON:-python3}"
 TORCH="${TORCH:-torch==2.13.0}"
 
