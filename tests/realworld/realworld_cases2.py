@@ -318,7 +318,6 @@ CASES: list[Case] = [
         checks=("logits",),
         shell=True,
         needs=("einops",),
-        xfail="class 3: the exec'd source is not read; tokens is moved, not imgs it comes from",
     ),
     Case(
         id="eval-of-a-forward-expression",
