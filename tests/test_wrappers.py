@@ -193,6 +193,8 @@ def test_a_name_exec_binds_is_not_moved_in_the_namespace(ip: InteractiveShell) -
         count, diagnosis = diagnosed(ip, "exec('v = x + x2\\ny = w + v')")
         assert count == 1 and diagnosis is not None
         assert [c.name for c in diagnosis.culprits][:1] == ["v"]
-        assert not any(f.scope == "namespace" and f.code.startswith("v = ") for f in diagnosis.fixes)
+        assert not any(
+            f.scope == "namespace" and f.code.startswith("v = ") for f in diagnosis.fixes
+        )
     finally:
         run(ip, SETUP)

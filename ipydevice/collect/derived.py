@@ -45,10 +45,12 @@ def name_sources(
             view = _exec_view(views, namespace)
         else:
             continue
-        found = _source(entry, view) if view is not None else None
-        if found is not None and id(found[0]) not in made:
-            made[id(found[0])] = entry
-            reads[id(found[0])] = (*found, view)
+        if view is None:
+            continue
+        read = _source(entry, view)
+        if read is not None and id(read[0]) not in made:
+            made[id(read[0])] = entry
+            reads[id(read[0])] = (read[0], read[1], view)
     if not made:
         return False
     for key in list(made):
