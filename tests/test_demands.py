@@ -130,3 +130,42 @@ def test_every_demand_names_a_distinct_argument():
     arguments = [d.argument for d in DEMANDS]
     assert len(arguments) == len(set(arguments))
     assert all(d.rule for d in DEMANDS)
+
+
+# -- a warning's demand, for the error that follows it (ipydevice/diagnosis/warned.py) ----
+
+GENERATE_WARNING = (
+    "You are calling .generate() with the `input_ids` being on a device type different than "
+    "your model's device. `input_ids` is on cuda, whereas the model is on cpu. You may "
+    "experience unexpected behaviors or slower generation. Please make sure that you have put "
+    "`input_ids` to the correct device by calling for example input_ids = input_ids.to('cpu') "
+    "before running `.generate()`."
+)
+# what a GPU prints when the embedding then meets the CPU weight
+EMBEDDING_ERROR = (
+    "Expected all tensors to be on the same device, but found at least two devices, cuda:0 "
+    "and cpu! (when checking argument for argument index in method wrapper_CUDA__index_select)"
+)
+
+
+def test_an_error_demanding_nothing_takes_the_warnings_demand_in_its_devices():
+    from ipydevice.diagnosis.recognise import recognise
+    from ipydevice.diagnosis.warned import heed_warnings
+
+    facts = heed_warnings(recognise(EMBEDDING_ERROR), ["an unrelated warning", GENERATE_WARNING])
+    assert (facts.argument, facts.expected, facts.offending) == ("input_ids", "cpu", "cuda:0")
+    assert facts.devices == ("cuda:0", "cpu") and facts.family == "index_mismatch"
+
+
+def test_a_warning_about_other_devices_or_an_error_with_its_own_demand_is_left_alone():
+    from ipydevice.diagnosis.recognise import recognise
+    from ipydevice.diagnosis.warned import heed_warnings
+
+    error = recognise(EMBEDDING_ERROR)
+    meta = GENERATE_WARNING.replace("is on cuda", "is on meta")
+    assert heed_warnings(error, [meta]) == error
+    assert heed_warnings(error, []) == error
+    lengths = recognise(
+        "'lengths' argument should be a 1D CPU int64 tensor, but got 1D cuda:0 Long tensor"
+    )
+    assert heed_warnings(lengths, [GENERATE_WARNING]) == lengths

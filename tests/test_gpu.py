@@ -315,6 +315,106 @@ def test_gpu_memory_is_released_after_the_diagnosis() -> None:
     assert kept and d.culprits
 
 
+# -- the second corpus's cases no CPU stand-in can run (tests/realworld/README.md) -----------
+
+
+@pytest.mark.parametrize(
+    ("setup", "failing", "culprit", "fix"),
+    [
+        (
+            """
+            from torch.nn.utils.rnn import pack_padded_sequence
+            embedded = torch.randn(3, 5, 4).to('cuda')
+            lengths = torch.tensor([5, 3, 2]).to('cuda')
+            """,
+            "packed = pack_padded_sequence(embedded, lengths, batch_first=True, "
+            "enforce_sorted=False)\nsizes = packed.batch_sizes\n",
+            "lengths",
+            "lengths = lengths.to('cpu')",
+        ),
+        (
+            """
+            from torch.nn.utils.rnn import pack_padded_sequence
+
+            class Encoder(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.emb = nn.Embedding(20, 4)
+
+                def forward(self, ids, mask):
+                    lengths = mask.sum(1)
+                    return pack_padded_sequence(self.emb(ids), lengths, batch_first=True,
+                                                enforce_sorted=False)
+
+            encoder = Encoder().to('cuda')
+            ids = torch.randint(0, 20, (3, 5)).to('cuda')
+            mask = torch.ones(3, 5, dtype=torch.long).to('cuda')
+            """,
+            "packed = encoder(ids, mask)\nsizes = packed.batch_sizes\n",
+            "lengths in Encoder.forward",
+            "",
+        ),
+    ],
+    ids=["in the cell", "in the forward"],
+)
+def test_pack_padded_lengths_go_to_the_cpu(
+    setup: str, failing: str, culprit: str, fix: str
+) -> None:
+    from test_scenarios import verify_fix
+
+    _, d = scenario(setup, failing)
+    assert d.target == "cpu"
+    assert culprit_names(d)[:1] == [culprit]
+    if fix:
+        assert d.fixes[0].code == fix
+    verify_fix(setup, failing, d.fixes[0])
+
+
+def test_generate_after_its_warning_moves_the_inputs_to_the_model() -> None:
+    """generate() warns that the inputs are on cuda and the model on cpu, then fails in the
+    embedding: the warning's demand decides (fake CUDA cannot run generate())."""
+    pytest.importorskip("transformers")
+    import warnings
+
+    from IPython.core.interactiveshell import InteractiveShell
+    from IPython.utils.capture import capture_output
+
+    from ipydevice.integrations import ipython as ext
+
+    setup = (
+        "import torch\nfrom transformers import GPT2Config, GPT2LMHeadModel\n"
+        "config = GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=32, n_positions=32,\n"
+        "                    bos_token_id=2, eos_token_id=3, pad_token_id=0)\n"
+        "model = GPT2LMHeadModel(config)\n"
+        "input_ids = torch.tensor([[4, 5, 6]]).to('cuda')\n"
+    )
+    cell = "out = model.generate(input_ids, max_new_tokens=2, do_sample=False)"
+    shell = InteractiveShell.instance()
+    with warnings.catch_warnings():  # shown, not recorded by pytest: the hook sees them
+        warnings.simplefilter("always")
+        warnings.showwarning = lambda *args, **kwargs: None
+        shell.extension_manager.unload_extension("ipydevice")
+        shell.run_line_magic("load_ext", "ipydevice")
+        try:
+            shell.run_cell(setup)
+            with capture_output():
+                result = shell.run_cell(cell)
+            assert result.error_in_exec is not None
+            last = ext.hook_of(shell).last
+            assert last is not None and last.target == "cpu", last
+            assert last.culprits[0].name == "input_ids"
+            assert "the warning says the model is on cpu" in last.target_reason
+            assert last.fixes[0].apply(shell.user_ns).ok
+            with capture_output():
+                result = shell.run_cell(cell)
+            assert result.success, result.error_in_exec
+            assert shell.user_ns["out"].device.type == "cpu"
+        finally:
+            shell.extension_manager.unload_extension("ipydevice")
+            for name in ("model", "input_ids", "out", "config"):
+                shell.user_ns.pop(name, None)
+
+
 # -- the panel in a real shell ---------------------------------------------------------------
 
 

@@ -15,6 +15,7 @@ first, as an interpreter has: the stock output then lands on ``sys.stderr``.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import logging
 import os
 import sys
@@ -86,6 +87,15 @@ class TinyLM(torch.nn.Module):
                 UserWarning,
             )
         return input_ids
+
+
+# Warns as generate() does, then runs the model on the inputs (and fails there when
+# they are elsewhere, as transformers' embedding does).
+class TinyGenerator(TinyLM):
+
+    def generate(self, input_ids=None, **kwargs):
+        super().generate(input_ids)
+        return self.head(self.embed(input_ids)).argmax(-1)
 """
 
 
@@ -629,3 +639,65 @@ def test_dash_w_error_still_raises() -> None:
         "ipydevice · device error: model and inputs on different devices" in done.stdout
     )  # the error panel
     assert "device warning" not in done.stdout
+
+
+# -- a warning, then the error it leads to --------------------------------------------------
+
+
+def _fakecuda() -> Any:
+    """The real-library corpus's CUDA stand-in (tests/realworld/fakecuda.py)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent / "realworld"))
+    try:
+        return importlib.import_module("fakecuda")
+    finally:
+        sys.path.pop(0)
+
+
+def test_the_error_after_a_generate_warning_targets_the_model_in_the_warnings_words(
+    ip: InteractiveShell,
+) -> None:
+    """generate() warns that the inputs are on cuda and the model on cpu, then fails in
+    the model with "Expected all tensors to be on the same device": the model is where
+    it was put, so the inputs go to it (the objects alone would move the model to the
+    data). Other names than the warning's (``batch``, ``lm``), through ``**``."""
+    fakecuda = _fakecuda()
+    hook = ext.hook_of(ip)
+    assert hook is not None
+    with fakecuda.fake_cuda():
+        run(
+            ip,
+            "import fakehf\nlm = fakehf.TinyGenerator()\n"
+            "batch = {'input_ids': torch.ones(1, 4, dtype=torch.long).to('cuda')}",
+        )
+        hook.last = None
+        cap, result = run_captured(ip, "out = lm.generate(**batch)")
+        assert not result.success
+        assert "`input_ids` is on cuda, whereas the model is on cpu" in cap.stderr
+        diagnosis = hook.last
+        assert diagnosis is not None and diagnosis.is_device_error
+        assert diagnosis.target == "cpu"
+        assert "the warning says the model is on cpu" in diagnosis.target_reason
+        assert [c.name for c in diagnosis.culprits][:1] == ["batch['input_ids']"]
+        first = diagnosis.fixes[0]
+        assert "batch" in first.code and "'cpu'" in first.code and "lm.to(" not in first.code
+        # the fix makes the cell run, its work on the model's device
+        assert first.apply(ip.user_ns).ok
+        cap, result = run_captured(ip, "out = lm.generate(**batch)")
+        assert result.success, result.error_in_exec
+        assert str(ip.user_ns["out"].device) == "cpu"
+
+
+def test_a_warning_about_other_devices_does_not_decide(ip: InteractiveShell) -> None:
+    """The cell's device warning is about meta and cpu; the error is about cuda:0 and
+    cpu (the model's): the warning's demand is not the error's, the objects decide as usual."""
+    fakecuda = _fakecuda()
+    hook = ext.hook_of(ip)
+    assert hook is not None
+    with fakecuda.fake_cuda():
+        run(ip, "net = torch.nn.Linear(4, 2)\nx = torch.randn(3, 4).to('cuda')")
+        hook.last = None
+        cell = warn_cell(GENERATE.replace("`input_ids` is on cpu", "`input_ids` is on meta"))
+        run_captured(ip, cell + "\ny = net(x)")
+        diagnosis = hook.last
+        assert diagnosis is not None and diagnosis.is_device_error
+        assert "warning" not in diagnosis.target_reason

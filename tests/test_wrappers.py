@@ -150,3 +150,51 @@ def test_a_wrapped_line_alone_gets_the_move_and_no_rewrite(
         assert result.success, result.error_in_exec
     finally:
         run(ip, SETUP)
+
+
+# Text run by exec that makes a tensor from one the namespace holds, then fails on
+# it: a re-run of the cell runs the text again and remakes the tensor, so the one it
+# is made from is the culprit and moves; the name the text binds is not rebound by a
+# fix (issue 17, class 3).
+MADE_IN_EXEC = {
+    "exec of a literal": "exec('v = x * 2\\ny = w + v')",
+    "exec of a name": "gen = 'feats = x.flatten(1)\\nout = w.flatten(1) + feats'\nexec(gen)",
+    "exec of compile": (
+        "gen = 'h = x.T.contiguous()\\nz = w.T + h'\nexec(compile(gen, '<generated>', 'exec'))"
+    ),
+}
+
+
+@pytest.mark.parametrize("source", list(MADE_IN_EXEC.values()), ids=list(MADE_IN_EXEC))
+def test_a_tensor_exec_made_is_named_by_the_one_it_is_made_from(
+    ip: InteractiveShell, source: str
+) -> None:
+    try:
+        count, diagnosis = diagnosed(ip, source)
+        assert count == 1
+        assert diagnosis is not None
+        assert [c.name for c in diagnosis.culprits][:1] == ["x"]
+        moves = [f for f in diagnosis.fixes if f.scope == "namespace"]
+        assert moves and moves[0].code == "x = x.to('meta')"
+        for name in ("v", "feats", "h"):
+            assert not any(f"{name} = {name}.to(" in f.code for f in moves)
+        with capture_output():
+            result = ip.run_cell(f"{moves[0].code}\n{source}")
+        assert result.success, result.error_in_exec
+    finally:
+        run(ip, SETUP)
+
+
+def test_a_name_exec_binds_is_not_moved_in_the_namespace(ip: InteractiveShell) -> None:
+    """Made from two tensors (no one source): the text binds the name again on a
+    re-run, so no namespace move of it is offered (it would not last)."""
+    run(ip, "x2 = torch.randn(3, 4)")
+    try:
+        count, diagnosis = diagnosed(ip, "exec('v = x + x2\\ny = w + v')")
+        assert count == 1 and diagnosis is not None
+        assert [c.name for c in diagnosis.culprits][:1] == ["v"]
+        assert not any(
+            f.scope == "namespace" and f.code.startswith("v = ") for f in diagnosis.fixes
+        )
+    finally:
+        run(ip, SETUP)

@@ -17,10 +17,12 @@ import ast
 from collections.abc import Mapping
 from typing import Any
 
+from ipydevice._debug import contain
 from ipydevice.collect import probe
 from ipydevice.collect.frames import FrameView, frame_tree, iter_statements, safe_value
 from ipydevice.collect.owners import take_over
 from ipydevice.collect.scan import Entry, Scan
+from ipydevice.collect.wrapped import is_wrapped
 
 __all__ = ["name_sources"]
 
@@ -33,17 +35,33 @@ def name_sources(
     """Gives the place of each wanted local derived from one held tensor to that
     tensor, once the namespace names it. Returns True when one was so named."""
     made: dict[int, Entry] = {}  # source id -> the local made from it
+    reads: dict[int, tuple[Any, str, FrameView]] = {}  # source id -> (source, text, view)
     for key, entry in list(scan.entries.items()):
-        if key not in only or not _a_local(entry):
+        if key not in only:
             continue
-        view = _view_of(entry, views)
-        source = _source(entry, view) if view is not None else None
-        if source is not None and id(source) not in made:
-            made[id(source)] = entry
+        if _a_local(entry):
+            view = _view_of(entry, views)
+        elif _a_global(entry):
+            view = _exec_view(views, namespace)
+        else:
+            continue
+        if view is None:
+            continue
+        read = _source(entry, view)
+        if read is not None and id(read[0]) not in made:
+            made[id(read[0])] = entry
+            reads[id(read[0])] = (read[0], read[1], view)
     if not made:
         return False
     for key in list(made):
         held = scan.entries.get(key)
+        if held is None and _a_global(made[key]):
+            # code run by exec read it from the namespace: not scanned yet
+            value, text, view = reads[key]
+            if _holds(namespace, text, value):  # (a top-level name: no walk needed)
+                held = scan.add(value, (("name", text),), "namespace", named=True, user=True)
+            else:
+                held = scan.add(value, (("local", text),), view.label, user=True)
         if held is None or held.kind not in ("tensor", "attribute", "parameter", "buffer"):
             del made[key]
     scan.name_from(namespace, only={key for key, e in made.items() if not scan.entries[key].named})
@@ -71,6 +89,43 @@ def _a_local(entry: Entry) -> bool:
     )
 
 
+def _holds(namespace: Mapping[str, Any], name: str, value: Any) -> bool:
+    try:
+        return name.isidentifier() and name in namespace and namespace[name] is value
+    except BaseException as caught:
+        contain(caught)
+        return False
+
+
+def _a_global(entry: Entry) -> bool:
+    """A tensor under a top-level name of the namespace."""
+    path = entry.path
+    return (
+        entry.kind == "tensor"
+        and entry.named
+        and not entry.parent_kind
+        and entry.owner is None
+        and len(path) == 1
+        and path[0][0] == "name"
+        and isinstance(path[0][1], str)
+        and path[0][1].isidentifier()
+    )
+
+
+def _exec_view(views: list[FrameView], namespace: Mapping[str, Any]) -> FrameView | None:
+    """The innermost frame of text that ``exec``/``eval`` on a user's line ran in the
+    namespace (its caller is that user frame: no library frame in between, as a
+    magic's would be). Whether the text binds the name is :func:`_source`'s test."""
+    for index in range(len(views) - 1, 0, -1):
+        view, caller = views[index], views[index - 1]
+        if not (view.is_user and view.is_module_level and view.source is not None):
+            continue
+        if not (caller.is_user and is_wrapped(view)) or view.frame.f_globals is not namespace:
+            continue
+        return view
+    return None
+
+
 def _view_of(entry: Entry, views: list[FrameView]) -> FrameView | None:
     for view in reversed(views):
         if view.is_user and view.label == entry.where and not view.is_module_level:
@@ -78,8 +133,9 @@ def _view_of(entry: Entry, views: list[FrameView]) -> FrameView | None:
     return None
 
 
-def _source(entry: Entry, view: FrameView) -> Any:
-    """The one tensor on ``entry``'s device that the statement making it reads."""
+def _source(entry: Entry, view: FrameView) -> tuple[Any, str] | None:
+    """The one tensor on ``entry``'s device that the statement making it reads,
+    and the text that reads it."""
     parsed = frame_tree(view)
     if parsed is None:
         return None
@@ -88,18 +144,19 @@ def _source(entry: Entry, view: FrameView) -> Any:
     if stmt is None:
         return None
     device = entry.device
-    sources: dict[int, Any] = {}
-    for value in _reads(stmt.value, view):
+    sources: dict[int, tuple[Any, str]] = {}
+    for value, text in _reads(stmt.value, view):
         if value is entry.obj or not probe.is_tensor(value):
             continue
         if probe.placement(value)[0] == device:
-            sources[id(value)] = value
+            sources.setdefault(id(value), (value, text))
     return next(iter(sources.values())) if len(sources) == 1 else None
 
 
-def _reads(node: ast.AST, view: FrameView) -> list[Any]:
-    """The values of the chains ``node`` reads that resolve without running code."""
-    out: list[Any] = []
+def _reads(node: ast.AST, view: FrameView) -> list[tuple[Any, str]]:
+    """The values of the chains ``node`` reads that resolve without running code,
+    each with its text."""
+    out: list[tuple[Any, str]] = []
     for sub in ast.walk(node):
         if len(out) >= _MAX_READS:
             break
@@ -108,7 +165,7 @@ def _reads(node: ast.AST, view: FrameView) -> list[Any]:
         ):
             ok, value = safe_value(sub, view.frame)
             if ok:
-                out.append(value)
+                out.append((value, ast.unparse(sub)))
     return out
 
 

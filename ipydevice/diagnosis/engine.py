@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
@@ -51,6 +51,7 @@ from ipydevice.diagnosis.family import MessageFacts
 from ipydevice.diagnosis.recognise import recognise
 from ipydevice.diagnosis.remote import combined
 from ipydevice.diagnosis.unwrap import Inner, last_line, unwrap
+from ipydevice.diagnosis.warned import heed_warnings
 from ipydevice.fixes.propose import propose_fixes
 from ipydevice.model import Diagnosis, Finding, ObjectRecord, Snapshot
 
@@ -119,6 +120,7 @@ def diagnose(
     exc: BaseException | None = None,
     *,
     namespace: Mapping[str, Any] | None = None,
+    warned: Sequence[str] = (),
 ) -> Diagnosis:
     """Explains a device error: who is on which device, where it should go, and how to fix it.
 
@@ -128,6 +130,9 @@ def diagnose(
         namespace: where the user's names live, for naming objects and applying
             fixes; by default IPython's ``user_ns`` in IPython, else the ``__main__``
             module's globals reached from the traceback.
+        warned: the texts of the device warnings that came before the error (in
+            the same cell): one that demands a device for an argument decides the
+            target when the error's wording demands none (:mod:`ipydevice.diagnosis.warned`).
 
     With the ``note`` setting on, the diagnosis is attached to ``exc`` too (see
     :mod:`ipydevice.diagnosis.carried`).
@@ -141,7 +146,7 @@ def diagnose(
     if exc is None:
         return Diagnosis(is_device_error=False, notes=("no exception to diagnose",))
     try:
-        diagnosis = _diagnosed(exc, namespace)
+        diagnosis = _diagnosed(exc, namespace, warned=warned)
         if _settings.current().note:
             attach(exc, diagnosis)
         return diagnosis
@@ -161,6 +166,7 @@ def _diagnosed(
     namespace: Mapping[str, Any] | None,
     depth: int = 0,
     outer: BaseException | None = None,
+    warned: Sequence[str] = (),
 ) -> Diagnosis:
     inners = unwrap(exc) if depth < _MAX_DEPTH else []
     if inners:  # a group's members, a worker's or a rank's errors: one block each
@@ -175,6 +181,7 @@ def _diagnosed(
             return found
     original = exc
     exc, facts = recognise_exception(exc)
+    facts = heed_warnings(facts, warned)
     base = _base_fields(exc, facts)
     if not facts.is_device_error:
         return Diagnosis(is_device_error=False, **base)

@@ -49,7 +49,10 @@ def failed_cell(views: list[FrameView]) -> Cell | None:
         cell = _cell_of(top)
         index = views.index(top)
         inner = next((v for v in views[index + 1 :] if v.is_user), None)
-        return as_typed(cell, inner) if cell is not None else None
+        if cell is None:
+            return None
+        cell.bound |= _run_binds(cell, inner)
+        return as_typed(cell, inner)
     # The file the run started in (a script; under pytest, the test's file): a
     # library of the user's deeper down is not where the loop is.
     outermost = top or next((v for v in views if v.is_user), None)
@@ -162,6 +165,17 @@ def as_typed(cell: Cell, inner: FrameView | None) -> Cell:
     if stmt is None:
         return cell
     return Cell(cell.view, raw, tree, stmt, bound_names(tree) | cell.bound)
+
+
+def _run_binds(cell: Cell, inner: FrameView | None) -> set[str]:
+    """Names that text the cell runs in its own namespace binds (``exec(src)``): a
+    re-run of the cell binds them again, as if the cell did."""
+    if inner is None or inner.source is None or not inner.is_module_level:
+        return set()
+    if inner.frame.f_globals is not cell.view.frame.f_globals:
+        return set()
+    body = frame_tree(inner)
+    return bound_names(body[0]) if body is not None else set()
 
 
 def _shift(raw: list[str], source: tuple[str, ...], stmt: ast.stmt) -> int | None:

@@ -286,7 +286,7 @@ class _Hook:
             self.cell_id = cell_id
         self.buttons.new_cell(self.cell_id)
         warned = self.device_warnings
-        if warned is not None and (warned.seen or warned.pending):
+        if warned is not None and (warned.seen or warned.pending or warned.texts):
             _guarded("warning panel", warned.new_cell)
 
     def show_traceback(self, etype: Any, evalue: Any, stb: Any) -> Any:
@@ -432,7 +432,9 @@ class _Hook:
         """:func:`ipydevice.diagnosis.engine.diagnose` against the shell's namespace."""
         from ipydevice.diagnosis import engine
 
-        return engine.diagnose(exc, namespace=self.shell.user_ns)
+        warned = self.device_warnings  # (the cell's device warnings: a demand of theirs decides)
+        texts = tuple(warned.texts) if warned is not None else ()
+        return engine.diagnose(exc, namespace=self.shell.user_ns, warned=texts)
 
     def insert_fix(self, diagnosis: Diagnosis) -> None:
         """Puts the best namespace or cell fix into the next input (a new cell below)."""

@@ -76,6 +76,7 @@ LOGGERS = ("accelerate", "transformers")
 _PER_PARAMETER = re.compile(r"^for [\w.\[\]]+: ")
 _SPACES = re.compile(r"\s+")
 _MAX_KEYS = 1000
+_MAX_TEXTS = 16  # device warnings kept per cell for the error that may follow
 
 Report = Callable[["Diagnosis"], None]
 
@@ -275,6 +276,9 @@ class DeviceWarnings:
         self.active = False
         self.seen: set[str] = set()
         self.pending: list[Diagnosis] = []
+        #: the cell's device warnings, for the error that may follow them
+        #: (:mod:`ipydevice.diagnosis.warned`)
+        self.texts: list[str] = []
         self.handler = _Handler(self)
         self.root_filter = _RootFilter(self)
         self._local = threading.local()
@@ -310,6 +314,7 @@ class DeviceWarnings:
         self.installed = self.active = False
         self.seen.clear()
         self.pending.clear()
+        self.texts.clear()
 
     # -- cells --
 
@@ -317,6 +322,7 @@ class DeviceWarnings:
         """A new cell starts: every message may be reported once again."""
         self.seen.clear()
         self.pending.clear()
+        self.texts.clear()
 
     def flush(self) -> None:
         """Reports the diagnoses kept until the stock output was printed."""
@@ -391,6 +397,8 @@ class DeviceWarnings:
     ) -> None:
         if not text or not _is_device_text(text, root_logger):
             return
+        if text not in self.texts and len(self.texts) < _MAX_TEXTS:
+            self.texts.append(text)
         key = _key(text)
         if key in self.seen:
             return

@@ -318,7 +318,6 @@ CASES: list[Case] = [
         checks=("logits",),
         shell=True,
         needs=("einops",),
-        xfail="class 3: the exec'd source is not read; tokens is moved, not imgs it comes from",
     ),
     Case(
         id="eval-of-a-forward-expression",
@@ -446,7 +445,9 @@ CASES: list[Case] = [
         checks=("sizes",),
         fake=False,
         xfail="class 5: meta stands badly for the GPU here: culprit and target are right and the fix "
-        "lengths.to('cpu') is the report's, but a meta tensor has no data to copy to the CPU",
+        "lengths.to('cpu') is the report's, but a meta tensor has no data to copy to the CPU; fake "
+        "CUDA cannot stand in either (FakeTensorMode has no kernel for _pack_padded_sequence, "
+        "whose output shape depends on the lengths: DynamicOutputShapeException)",
     ),
     Case(
         id="pack-padded-lengths-from-the-mask-in-forward",
@@ -476,7 +477,9 @@ CASES: list[Case] = [
         checks=("sizes",),
         fake=False,
         xfail="class 5: meta stands badly for the GPU here: culprit and target are right and the fix "
-        "mask.sum(1).to('cpu') is the report's, but a meta tensor has no data to copy to the CPU",
+        "mask.sum(1).to('cpu') is the report's, but a meta tensor has no data to copy to the CPU; fake "
+        "CUDA cannot stand in either (FakeTensorMode has no kernel for _pack_padded_sequence, "
+        "whose output shape depends on the lengths: DynamicOutputShapeException)",
     ),
     # -- 6. targets only among the devices the message names ------------------------------
     Case(
@@ -555,12 +558,17 @@ CASES: list[Case] = [
         model = GPT2LMHeadModel(config)
         input_ids = tokenizer(['the cat sat'], return_tensors='pt')['input_ids'].to('cuda')
         """,
-        cell="logits = model(input_ids).logits\n",
+        # generate() warns "`input_ids` is on cuda, whereas the model is on cpu", then fails
+        # in the embedding: the warning's demand decides (ipydevice/diagnosis/warned.py)
+        cell="out = model.generate(input_ids, max_new_tokens=2, do_sample=False)\n",
         culprit="input_ids",
         target="cpu",
-        checks=("logits",),
-        xfail="class 6: the cell calls model(...), not generate(), so no warning says where "
-        "the model is; the evidence (a model wholly on cpu, data on cuda:0) moves the model",
+        checks=("out",),
+        shell=True,
+        xfail="class 6: fake CUDA cannot run generate(): before the model runs it reads tensor "
+        "values (torch.isin(eos, pad).any(), (attention_mask == 1).all()), which a fake tensor "
+        "refuses (DataDependentOutputException), so a CPU build raises no device error here; "
+        "the mechanism is tested with a stand-in generate() in tests/test_warnings.py",
     ),
     # -- 7. owners over aliases ---------------------------------------------------------------
     Case(
