@@ -49,3 +49,23 @@ class Notebook:
         exc = self.error(source)
         assert exc is not None, "the cell was expected to fail"
         return exc
+
+
+#: A Dataset whose ``__getitem__`` fails with a device error (a CPU table through a
+#: layer on ``meta``): in a DataLoader worker, the error comes back from that worker.
+FAILING_DATASET = """
+import torch, torch.nn as nn
+from torch.utils.data import DataLoader, Dataset
+import ipydevice
+
+class Pairs(Dataset):
+    def __init__(self):
+        self.proj = nn.Linear(4, 4).to("meta")
+        self.table = torch.randn(8, 4)
+    def __len__(self):
+        return 8
+    def __getitem__(self, i):
+        return self.proj(self.table[i])
+
+ds = Pairs()
+"""

@@ -13,6 +13,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from cells import FAILING_DATASET
 from shells import panels, run, run_captured, singleton_shell
 
 import ipydevice
@@ -22,24 +23,12 @@ torch = pytest.importorskip("torch")
 
 ROOT = Path(__file__).resolve().parent.parent
 
-CELL_DATASET = """
-import torch, torch.nn as nn
-from torch.utils.data import DataLoader, Dataset
-import ipydevice
-
-class Pairs(Dataset):
-    def __init__(self):
-        self.proj = nn.Linear(4, 4).to("meta")
-        self.table = torch.randn(8, 4)
-    def __len__(self):
-        return 8
-    def __getitem__(self, i):
-        return self.proj(self.table[i])
-
-ds = Pairs()
-model = nn.Linear(4, 4).to("meta")
+CELL_DATASET = (
+    FAILING_DATASET
+    + """model = nn.Linear(4, 4).to("meta")
 batch = torch.randn(3, 4)
 """
+)
 
 
 def _panel_text(cap) -> str:

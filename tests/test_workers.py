@@ -13,6 +13,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from cells import FAILING_DATASET
 
 import ipydevice
 from ipydevice.diagnosis import carried
@@ -21,22 +22,7 @@ torch = pytest.importorskip("torch")
 
 ROOT = Path(__file__).resolve().parent.parent
 
-DATASET = """
-import torch, torch.nn as nn
-from torch.utils.data import DataLoader, Dataset
-import ipydevice
-
-class Pairs(Dataset):
-    def __init__(self):
-        self.proj = nn.Linear(4, 4).to("meta")
-        self.table = torch.randn(8, 4)
-    def __len__(self):
-        return 8
-    def __getitem__(self, i):
-        return self.proj(self.table[i])
-
-ds = Pairs()
-"""
+DATASET = FAILING_DATASET
 
 SPAWN = """
 import os, sys, torch, torch.nn as nn

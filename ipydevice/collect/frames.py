@@ -325,7 +325,7 @@ def line_operands(view: FrameView) -> list[tuple[str, Any, bool]]:
     out: list[tuple[str, Any, bool]] = []
     index_nodes = _index_nodes(stmt)
     for node in load_chains(stmt):
-        resolved = _resolvable(node, view.frame)
+        resolved = resolvable_prefix(node, view.frame)
         if resolved is not None:
             chain, value = resolved
             out.append((_text(chain), value, id(node) in index_nodes))
@@ -374,8 +374,9 @@ def method_receivers(view: FrameView) -> set[str]:
     return calls - other
 
 
-def _resolvable(node: ast.AST, frame: FrameType) -> tuple[ast.AST, Any] | None:
-    """The longest prefix of a chain that resolves: ``opt`` for ``opt.step``."""
+def resolvable_prefix(node: ast.AST, frame: FrameType) -> tuple[ast.AST, Any] | None:
+    """The longest prefix of a chain that resolves: ``opt`` for ``opt.step``. ``frame``
+    is a frame, or anything with its ``f_locals`` and ``f_globals``."""
     while isinstance(node, (ast.Name, ast.Attribute, ast.Subscript)):
         ok, value = safe_value(node, frame)
         if ok and value is not None:

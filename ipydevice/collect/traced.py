@@ -26,7 +26,7 @@ from ipydevice.collect import probe
 from ipydevice.collect.frames import (
     FrameView,
     load_chains,
-    safe_value,
+    resolvable_prefix,
     statement_at,
     walk_frames,
 )
@@ -149,7 +149,7 @@ def _add_line(scan: Scan, location: FrameSummary, scope: _Scope) -> None:
         return
     where = location.function
     for node in load_chains(stmt):
-        found = _longest(node, scope)
+        found = resolvable_prefix(node, scope)  # type: ignore[arg-type]
         if found is None:
             continue
         chain, value = found
@@ -207,17 +207,6 @@ class _Scope:
         if not isinstance(chain, ast.Name) or chain.id not in self.roots:
             return None
         return (*self.roots[chain.id], *reversed(steps))
-
-
-def _longest(node: ast.AST, scope: _Scope) -> tuple[ast.AST, Any] | None:
-    while isinstance(node, (ast.Name, ast.Attribute, ast.Subscript)):
-        ok, value = safe_value(node, scope)  # type: ignore[arg-type]
-        if ok and value is not None:
-            return node, value
-        if isinstance(node, ast.Name):
-            return None
-        node = node.value
-    return None
 
 
 def _statement(function: types.FunctionType, lineno: int) -> ast.stmt | None:
