@@ -227,7 +227,7 @@ class _Hook:
             manager.registry[DeviceMagics.__name__] = self.saved_registry
         restore_settings(self.saved_settings)
         self.last = None
-        self.buttons.close_all()
+        self.buttons.unload()
 
     # -- stages ----------------------------------------------------------------------------
 
