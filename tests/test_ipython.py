@@ -627,6 +627,54 @@ def test_load_is_instant_and_imports_nothing_heavy(tmp_path: Any) -> None:
     assert probe["again_ms"] < 50, probe
 
 
+WARM_PROBE = r"""
+import json, sys
+from IPython.core.interactiveshell import InteractiveShell
+from IPython.utils.capture import capture_output
+shell = InteractiveShell.instance()
+shell.kernel = object()  # a kernel's shell: the buttons are built
+shell.run_line_magic("load_ext", "ipydevice")
+HEAVY = ("torch", "ipywidgets", "anywidget", "ipydevice.diagnosis.engine")
+found = {"loaded": [m for m in HEAVY if m in sys.modules]}
+shell.run_cell("y = 1")
+found["plain_cell"] = [m for m in HEAVY if m in sys.modules]
+with capture_output():
+    shell.run_cell("import torch\nmodel = torch.nn.Linear(4, 2).to('meta')\nx = torch.randn(3, 4)")
+    shell.run_cell("try:\n    torch.zeros(1, device='meta') + torch.zeros(2)\nexcept RuntimeError:\n    pass")
+from ipydevice.integrations import ipython as ext
+thread = ext.hook_of(shell).warmer.thread
+thread.join(60)
+before = set(sys.modules)
+with capture_output() as cap:
+    shell.run_cell("model(x)")
+assert len(cap.outputs) >= 2, cap.outputs  # the panel and its buttons
+found["first_error"] = sorted(
+    m for m in set(sys.modules) - before
+    if m.split(".")[0] in ("ipydevice", "ipywidgets", "anywidget", "traitlets", "comm")
+)
+print(json.dumps(found))
+"""
+
+
+def test_the_failing_path_is_imported_after_the_cell_that_imports_torch(tmp_path: Any) -> None:
+    """``%load_ext`` and cells without torch import nothing heavy; once a cell imported
+    torch, a thread imports the engine, the renderers and the widgets, so that the
+    first device error imports none of them on its way to the traceback."""
+    pytest.importorskip("anywidget")
+    env = {**os.environ, "IPYTHONDIR": str(tmp_path)}
+    out = subprocess.run(
+        [sys.executable, "-c", WARM_PROBE],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    probe = json.loads(out.stdout.strip().splitlines()[-1])
+    assert probe["loaded"] == [] and probe["plain_cell"] == []
+    assert probe["first_error"] == []
+
+
 # -- guarded failures ---------------------------------------------------------------------
 
 

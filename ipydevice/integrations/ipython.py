@@ -74,6 +74,7 @@ from ipydevice.integrations.ipython_display import (
     watch_checkup,
 )
 from ipydevice.integrations.ipython_display import guarded as _guarded
+from ipydevice.integrations.ipython_warm import Warmer
 
 if TYPE_CHECKING:  # pragma: no cover
     from IPython.core.interactiveshell import ExecutionResult, InteractiveShell
@@ -156,6 +157,7 @@ class _Hook:
         self.deferred: Exception | None = None  # IPYDEVICE_DEBUG=1: raised after the traceback
         self.cell_id = ""
         self.buttons = Buttons(shell, lambda bundle: self.stage("display", _publish, bundle))
+        self.warmer = Warmer(lambda: bool(self.config.widget) and self.in_kernel())
 
     def install(self) -> None:
         """Registers the configurable, ``%devices``, the cell callbacks, the
@@ -354,6 +356,8 @@ class _Hook:
         self.buttons.after_cell()
         if self.watch:
             self.stage("watch", self.watch_cell, result)
+        if not self.warmer.started:  # the failing path's imports, once torch is imported
+            self.warmer.after_cell()
         deferred, self.deferred = self.deferred, None
         if deferred is not None:  # a failure before the traceback, raised now (debugging)
             raise deferred

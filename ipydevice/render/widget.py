@@ -53,6 +53,7 @@ __all__ = [
     "close_shared",
     "insertable",
     "module_host",
+    "prepare",
     "view_bundle",
 ]
 
@@ -364,6 +365,12 @@ def _classes() -> tuple[type, type]:
         _CLASS.clear()
         _CLASS[id(anywidget)] = made
     return made[1], made[2]
+
+
+def prepare() -> None:
+    """Imports anywidget and ipywidgets and makes the widget classes, ahead of the first
+    panel (:mod:`ipydevice.integrations.ipython_warm`); opens no comm."""
+    _classes()
 
 
 def _make_host_class() -> type:

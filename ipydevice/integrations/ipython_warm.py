@@ -1,0 +1,67 @@
+"""The failing path's imports, made before the first device error of a session.
+
+The first device error would otherwise import the diagnosis engine, the renderers,
+ipywidgets and anywidget (with the buttons' widget classes) on its way to the
+traceback: about 80 ms that only the first error pays. No device error can happen
+before torch is imported, so once a cell has imported it, one daemon thread imports
+them while the user reads that cell's output. Loading the extension imports none of
+them (``%load_ext`` stays instant and never imports torch, pandas or ipywidgets).
+
+A failing cell that arrives while the thread still imports waits for the modules it
+needs (Python's import locks), as it would have imported them itself. Whatever fails
+here is left for the failing path, which reports it as it always does.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Callable
+
+__all__ = ["MODULES", "Warmer", "warm"]
+
+#: What the header, the diagnosis and the panel import (the buttons' are in :func:`warm`).
+MODULES = (
+    "ipydevice.diagnosis.engine",
+    "ipydevice.render.text",
+    "ipydevice.render.html",
+    "ipydevice.integrations.excepthook",
+)
+
+
+def warm(widgets: bool) -> None:
+    """Imports :data:`MODULES` and, when ``widgets``, the buttons' classes."""
+    import importlib
+
+    for name in MODULES:
+        try:
+            importlib.import_module(name)
+        except Exception:  # the failing path imports it again and reports it
+            return
+    if widgets:
+        try:
+            from ipydevice.render import widget
+
+            if widget.available():
+                widget.prepare()  # anywidget, ipywidgets and the widget classes
+        except Exception:
+            return
+
+
+class Warmer:
+    """Starts :func:`warm` once, after the first cell that leaves torch imported."""
+
+    def __init__(self, widgets: Callable[[], bool]) -> None:
+        self.widgets = widgets
+        self.started = False
+        self.thread: threading.Thread | None = None
+
+    def after_cell(self) -> None:
+        """The ``post_run_cell`` check: a flag, then a dict lookup, until it starts."""
+        if self.started or "torch" not in sys.modules:
+            return
+        self.started = True
+        self.thread = threading.Thread(
+            target=warm, args=(self.widgets(),), name="ipydevice-warm", daemon=True
+        )
+        self.thread.start()
