@@ -204,10 +204,21 @@ def test_in_a_kernel_the_header_comes_before_the_traceback(kernel_ip: Interactiv
         order.append("header" if "ipydevice-header" in data.get("text/html", "") else "display")
         publish(self, data, *args, **kwargs)
 
+    from ipydevice.diagnosis import engine
+
+    diagnose = engine.diagnose
+
+    def noted(*args: Any, **kwargs: Any) -> Any:
+        order.append("diagnosis")
+        return diagnose(*args, **kwargs)
+
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(displaypub.CapturingDisplayPublisher, "publish", noting)
+        patch.setattr(engine, "diagnose", noted)
         cap, _ = run_captured(kernel_ip, MISMATCH)
-    assert order == ["header", "traceback", "display", "display"], order  # one display before it
+    # The header from the message alone before the traceback (one display, nothing
+    # diagnosed), replaced in place by the diagnosis' after it.
+    assert order == ["header", "traceback", "diagnosis", "header", "display", "display"], order
     assert outputs_of(cap) == ["header", "panel", "buttons"]
     header = cap.outputs[0].data
     assert set(header) == {"text/plain", "text/html"}
