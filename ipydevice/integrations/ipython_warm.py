@@ -18,7 +18,7 @@ import sys
 import threading
 from collections.abc import Callable
 
-__all__ = ["MODULES", "Warmer", "warm"]
+__all__ = ["MODULES", "SAMPLE", "Warmer", "warm"]
 
 #: What the header, the diagnosis and the panel import (the buttons' are in :func:`warm`).
 MODULES = (
@@ -29,8 +29,18 @@ MODULES = (
 )
 
 
+#: A device error's message, diagnosed (from the message alone: no frame, no object of
+#: the user's is read) and rendered once, so that the first real error finds the
+#: patterns compiled and the caches made.
+SAMPLE = (
+    "Expected all tensors to be on the same device, but found at least two devices, "
+    "cuda:0 and cpu! (when checking argument for argument mat1 in method wrapper_addmm)"
+)
+
+
 def warm(widgets: bool) -> None:
-    """Imports :data:`MODULES` and, when ``widgets``, the buttons' classes."""
+    """Imports :data:`MODULES`, diagnoses and renders :data:`SAMPLE` and, when
+    ``widgets``, makes the buttons' classes."""
     import importlib
 
     for name in MODULES:
@@ -38,6 +48,16 @@ def warm(widgets: bool) -> None:
             importlib.import_module(name)
         except Exception:  # the failing path imports it again and reports it
             return
+    try:
+        from ipydevice.diagnosis import engine
+        from ipydevice.render.html import render_header_html
+        from ipydevice.render.text import render_header
+
+        sample = engine.diagnose(RuntimeError(SAMPLE), namespace={})
+        for render in (render_header, render_header_html, str, type(sample)._repr_html_):
+            render(sample)
+    except Exception:  # the failing path does it again and reports it
+        return
     if widgets:
         try:
             from ipydevice.render import widget

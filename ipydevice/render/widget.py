@@ -283,39 +283,24 @@ export default { render };
 #: What each panel's widget carries instead of :data:`_ESM`: a loader that takes the
 #: module's text from the session's one module widget (:func:`module_host`), whose
 #: state the front end got once, and imports it once per page.
-_LOADER = """
-const MODULES = (globalThis.__ipydeviceButtons = globalThis.__ipydeviceButtons || new Map());
-
-// The host's model: sent before this widget's, but a manager may still be making it.
-async function hostOf(model) {
+_LOADER = """const M = (globalThis.__ipydeviceButtons ||= new Map());
+async function host(model) {
   const id = model.get("host");
-  for (let tries = 0; tries < 40; tries++) {
-    try {
-      const host = await model.widget_manager.get_model(id);
-      if (host) return host;
-    } catch (error) { /* not made yet */ }
-    await new Promise((done) => setTimeout(done, 25 * (tries + 1)));
+  for (let n = 1; n <= 40; n++) {
+    try { const h = await model.widget_manager.get_model(id); if (h) return h; } catch (e) {}
+    await new Promise((r) => setTimeout(r, 25 * n));
   }
   throw new Error(`ipydevice: the buttons' module (widget ${id}) is not in this page`);
 }
-
-async function buttons(model) {
-  const host = await hostOf(model);
-  const source = host.get("source");
-  let loaded = MODULES.get(source);
-  if (!loaded) {
-    const url = URL.createObjectURL(new Blob([source], { type: "text/javascript" }));
-    loaded = import(url).finally(() => URL.revokeObjectURL(url));
-    MODULES.set(source, loaded);
+async function load(model) {
+  const src = (await host(model)).get("source");
+  if (!M.has(src)) {
+    const url = URL.createObjectURL(new Blob([src], { type: "text/javascript" }));
+    M.set(src, import(url).finally(() => URL.revokeObjectURL(url)));
   }
-  return (await loaded).default;
+  return (await M.get(src)).default;
 }
-
-export default {
-  async render({ model, el }) {
-    return (await buttons(model)).render({ model, el });
-  },
-};
+export default { async render({ model, el }) { return (await load(model)).render({ model, el }); } };
 """
 
 #: What the Insert button's tooltip says it does, by the fix's scope.
@@ -346,9 +331,9 @@ COPY_FAILED = (
     "could not copy: the browser refused the clipboard; select the code and copy it yourself"
 )
 
-#: The widget class, made once per anywidget module (making a widget class costs
+#: The widget classes, made once per anywidget module (making a widget class costs
 #: more than building a panel).
-_CLASS: dict[int, tuple[Any, type]] = {}
+_CLASS: dict[int, tuple[Any, type, type]] = {}
 
 
 def _actions_class() -> type:
