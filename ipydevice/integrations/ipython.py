@@ -18,13 +18,14 @@ something; ``ipython_display`` decides *what*, ``ipython_magics`` does ``%device
 Hook mechanism. The shell instance's ``_showtraceback`` (the method that puts a
 formatted traceback on screen: ``print`` in a terminal, the ``error`` message in
 ipykernel) is wrapped for as long as the extension is loaded: in a kernel, just
-before the traceback of a cell that just failed goes out, the exception is
-diagnosed and the header displayed, then the stock method runs with the stock
-arguments, so the traceback, ``sys.last_*``, ``%tb``, ``%debug``, ``%pdb`` and the
+before the traceback of a cell that just failed goes out, the header is displayed
+from the message alone (nothing is diagnosed yet), then the stock method runs with
+the stock arguments, so the traceback, ``sys.last_*``, ``%tb``, ``%debug``, ``%pdb`` and the
 execute reply are exactly as without ipydevice. ``set_custom_exc`` is not used:
 its single slot stays Colab's and Jupyter AI's, and their handlers, which call
 ``showtraceback``, get the header too. ``%tb`` gets no second header. The
-``post_run_cell`` event then shows the full panel from the same diagnosis, or,
+``post_run_cell`` event then diagnoses, replaces the header in place (its display
+id) with the headline and best fix, and shows the full panel, or,
 when no traceback went through the wrapper (a terminal, a custom handler that
 prints its own), diagnoses ``result.error_in_exec`` or a new ``sys.last_value``
 (``%run script.py`` shows the script's exception itself).
@@ -32,7 +33,7 @@ prints its own), diagnoses ``result.error_in_exec`` or a new ``sys.last_value``
 Contract:
 
 * Loading is instant: it imports neither torch, pandas nor ipywidgets, nor the
-  engine (imported on the first failing cell only).
+  engine (``ipython_warm`` imports them once a cell has imported torch).
 * Loading twice is harmless; unloading removes the callbacks, the ``_showtraceback``
   wrapper, the configurable and ``%devices`` (putting back any ``%devices`` that was
   there before), puts back ``warnings.showwarning`` and the logging handler, and

@@ -8,12 +8,15 @@ them while the user reads that cell's output. Loading the extension imports none
 them (``%load_ext`` stays instant and never imports torch, pandas or ipywidgets).
 
 A failing cell that arrives while the thread still imports waits for the modules it
-needs (Python's import locks), as it would have imported them itself. Whatever fails
+needs (Python's import locks), as it would have imported them itself. The thread
+ends with a full garbage collection, which those imports would otherwise set off in
+the first failing cell. Whatever fails
 here is left for the failing path, which reports it as it always does.
 """
 
 from __future__ import annotations
 
+import gc
 import sys
 import threading
 from collections.abc import Callable
@@ -66,6 +69,10 @@ def warm(widgets: bool) -> None:
                 widget.prepare()  # anywidget, ipywidgets and the widget classes
         except Exception:
             return
+    # The objects these imports made tip the collector into a full collection: here,
+    # while the user reads the cell's output, not in the first failing cell (a heap
+    # that holds a large model takes a full collection hundreds of milliseconds).
+    gc.collect()
 
 
 class Warmer:
