@@ -29,7 +29,7 @@ sys.path.insert(0, HERE)
 
 from common import load_average, machine  # noqa: E402
 
-BENCHMARKS = ("load", "idle", "error", "devices", "memory", "session")
+BENCHMARKS = ("load", "idle", "error", "devices", "memory", "session", "kernel")
 RESULTS_JSON = os.path.join(HERE, "results.json")
 RESULTS_MD = os.path.join(HERE, "RESULTS.md")
 START, END = "<!-- figures:start -->", "<!-- figures:end -->"

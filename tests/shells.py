@@ -41,10 +41,28 @@ def run(shell: InteractiveShell, source: str) -> Any:
 
 
 def run_captured(shell: InteractiveShell, source: str) -> tuple[CapturedIO, Any]:
-    """Runs a cell, capturing its output (stdout, stderr and displays)."""
+    """Runs a cell, capturing its output (stdout, stderr and displays) as a front end
+    shows it: an update of a display (``update_display_data``) replaces that display
+    where it is."""
     with capture_output() as cap:
         result = shell.run_cell(source)
+    fold_updates(cap)
     return cap, result
+
+
+def fold_updates(cap: CapturedIO) -> None:
+    """Replaces each display that a later output updates (same ``display_id``) by that
+    update, in place, and drops the update itself: what a front end shows."""
+    folded: list[dict[str, Any]] = []
+    for output in cap._outputs:
+        shown = (output.get("transient") or {}).get("display_id")
+        if output.get("update") and shown:
+            for index, earlier in enumerate(folded):
+                if (earlier.get("transient") or {}).get("display_id") == shown:
+                    folded[index] = {**output, "update": False}
+            continue
+        folded.append(output)
+    cap._outputs[:] = folded
 
 
 def panels(cap: CapturedIO) -> list[dict[str, Any]]:

@@ -204,10 +204,21 @@ def test_in_a_kernel_the_header_comes_before_the_traceback(kernel_ip: Interactiv
         order.append("header" if "ipydevice-header" in data.get("text/html", "") else "display")
         publish(self, data, *args, **kwargs)
 
+    from ipydevice.diagnosis import engine
+
+    diagnose = engine.diagnose
+
+    def noted(*args: Any, **kwargs: Any) -> Any:
+        order.append("diagnosis")
+        return diagnose(*args, **kwargs)
+
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(displaypub.CapturingDisplayPublisher, "publish", noting)
+        patch.setattr(engine, "diagnose", noted)
         cap, _ = run_captured(kernel_ip, MISMATCH)
-    assert order == ["header", "traceback", "display", "display"], order  # one display before it
+    # The header from the message alone before the traceback (one display, nothing
+    # diagnosed), replaced in place by the diagnosis' after it.
+    assert order == ["header", "traceback", "diagnosis", "header", "display", "display"], order
     assert outputs_of(cap) == ["header", "panel", "buttons"]
     header = cap.outputs[0].data
     assert set(header) == {"text/plain", "text/html"}
@@ -625,6 +636,54 @@ def test_load_is_instant_and_imports_nothing_heavy(tmp_path: Any) -> None:
     assert probe["imported"] == []
     assert probe["first_ms"] < 50, probe  # includes importing ipydevice.integrations.ipython
     assert probe["again_ms"] < 50, probe
+
+
+WARM_PROBE = r"""
+import json, sys
+from IPython.core.interactiveshell import InteractiveShell
+from IPython.utils.capture import capture_output
+shell = InteractiveShell.instance()
+shell.kernel = object()  # a kernel's shell: the buttons are built
+shell.run_line_magic("load_ext", "ipydevice")
+HEAVY = ("torch", "ipywidgets", "anywidget", "ipydevice.diagnosis.engine")
+found = {"loaded": [m for m in HEAVY if m in sys.modules]}
+shell.run_cell("y = 1")
+found["plain_cell"] = [m for m in HEAVY if m in sys.modules]
+with capture_output():
+    shell.run_cell("import torch\nmodel = torch.nn.Linear(4, 2).to('meta')\nx = torch.randn(3, 4)")
+    shell.run_cell("try:\n    torch.zeros(1, device='meta') + torch.zeros(2)\nexcept RuntimeError:\n    pass")
+from ipydevice.integrations import ipython as ext
+thread = ext.hook_of(shell).warmer.thread
+thread.join(60)
+before = set(sys.modules)
+with capture_output() as cap:
+    shell.run_cell("model(x)")
+assert len(cap.outputs) >= 2, cap.outputs  # the panel and its buttons
+found["first_error"] = sorted(
+    m for m in set(sys.modules) - before
+    if m.split(".")[0] in ("ipydevice", "ipywidgets", "anywidget", "traitlets", "comm")
+)
+print(json.dumps(found))
+"""
+
+
+def test_the_failing_path_is_imported_after_the_cell_that_imports_torch(tmp_path: Any) -> None:
+    """``%load_ext`` and cells without torch import nothing heavy; once a cell imported
+    torch, a thread imports the engine, the renderers and the widgets, so that the
+    first device error imports none of them on its way to the traceback."""
+    pytest.importorskip("anywidget")
+    env = {**os.environ, "IPYTHONDIR": str(tmp_path)}
+    out = subprocess.run(
+        [sys.executable, "-c", WARM_PROBE],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    probe = json.loads(out.stdout.strip().splitlines()[-1])
+    assert probe["loaded"] == [] and probe["plain_cell"] == []
+    assert probe["first_error"] == []
 
 
 # -- guarded failures ---------------------------------------------------------------------

@@ -100,7 +100,15 @@ def test_header_error_then_panel_in_the_same_request(kernel: Kernel) -> None:
     assert "is not on the expected device cpu" in error["content"]["evalue"]
     request = reply["parent_header"]["msg_id"]
     assert all(m["parent_header"]["msg_id"] == request for m in shown)
-    assert "`x` is on cpu" in header["content"]["data"]["text/plain"]
+    # The header before the traceback says what the message says; the diagnosis, made
+    # after the traceback, replaces it in place (the same display id) before the panel.
+    assert "`x`" not in header["content"]["data"]["text/plain"]
+    shown_id = header["content"]["transient"]["display_id"]
+    (update,) = [m for m in messages if m["msg_type"] == "update_display_data"]
+    assert update["content"]["transient"]["display_id"] == shown_id
+    assert messages.index(error) < messages.index(update) < messages.index(panel)
+    assert "`x` is on cpu" in update["content"]["data"]["text/plain"]
+    assert "x = x.to('meta')" in update["content"]["data"]["text/plain"]
     data = panel["content"]["data"]
     assert set(data) == {"text/plain", "text/html"}  # what exporters keep
     assert "`x` is on cpu" in data["text/plain"]

@@ -8,6 +8,7 @@ pinned versions by ``scripts/test-colab-pins.sh``.
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Iterator
 from typing import Any
@@ -100,6 +101,28 @@ def test_apply_through_the_buttons_comm(kernel: Kernel) -> None:
     reply, messages = kernel.execute(MISMATCH)
     assert reply["content"]["status"] == "ok"
     assert "panel" not in [kind(m) for m in outputs(messages)]
+
+
+def test_the_buttons_module_goes_out_once_over_two_errors(kernel: Kernel) -> None:
+    """Each error's widget carries a small loader; the module's text (9 kB) is in the
+    state of one module host, sent once per session (by the first error)."""
+    from ipydevice.render.widget import _ESM
+
+    opened = []
+    for _ in range(2):
+        _, messages = kernel.execute("y = torch.randn(3, 4)\nmodel(y)")
+        assert "buttons" in [kind(m) for m in outputs(messages)]
+        opened.append(
+            [m["content"]["data"]["state"] for m in messages if m["msg_type"] == "comm_open"]
+        )
+    first, second = (sum(_ESM in json.dumps(state) for state in states) for states in opened)
+    assert first <= 1 and second == 0  # once per session (the first error, or before)
+    states = opened[0] + opened[1]
+    actions = [state for state in states if state.get("_anywidget_id") == ACTIONS]
+    assert len(actions) == 2
+    for state in actions:
+        assert len(state["_esm"]) < 2000 and state["host"]
+    assert actions[0]["host"] == actions[1]["host"]
 
 
 def test_devices_after_apply(kernel: Kernel) -> None:

@@ -69,7 +69,7 @@ def test_many_errors_leave_a_bounded_number_of_widgets_and_comms(
         fail(kernel_ip)
     live = actions()
     assert len(live) == MAX_LIVE_BUTTONS
-    assert len(_instances) <= MAX_LIVE_BUTTONS + 1  # and the one shared Layout
+    assert len(_instances) <= MAX_LIVE_BUTTONS + 2  # and the shared Layout and module host
     assert all(w.comm is not None for w in live)
     assert len(ext.hook_of(kernel_ip).buttons) == MAX_LIVE_BUTTONS
 

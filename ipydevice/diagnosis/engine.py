@@ -55,7 +55,14 @@ from ipydevice.diagnosis.warned import heed_warnings
 from ipydevice.fixes.propose import propose_fixes
 from ipydevice.model import Diagnosis, Finding, ObjectRecord, Snapshot
 
-__all__ = ["collect", "diagnose", "last_exception", "message_of", "recognise_exception"]
+__all__ = [
+    "collect",
+    "diagnose",
+    "from_message",
+    "last_exception",
+    "message_of",
+    "recognise_exception",
+]
 
 _MAX_MESSAGE = 2000
 _MAX_DEPTH = 3  # wrappers inside wrappers (a group of Ray task errors)
@@ -114,6 +121,13 @@ def recognise_exception(exc: BaseException, depth: int = 0) -> tuple[BaseExcepti
         if facts.is_device_error:
             return exc, facts
     return exc, first
+
+
+def from_message(exc: BaseException) -> Diagnosis:
+    """What the message alone says (family, devices, op): no frame or object is read.
+    The header a kernel shows before the traceback, until the diagnosis replaces it."""
+    exc, facts = recognise_exception(exc)
+    return Diagnosis(is_device_error=facts.is_device_error, **_base_fields(exc, facts))
 
 
 def diagnose(

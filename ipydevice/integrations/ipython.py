@@ -18,13 +18,14 @@ something; ``ipython_display`` decides *what*, ``ipython_magics`` does ``%device
 Hook mechanism. The shell instance's ``_showtraceback`` (the method that puts a
 formatted traceback on screen: ``print`` in a terminal, the ``error`` message in
 ipykernel) is wrapped for as long as the extension is loaded: in a kernel, just
-before the traceback of a cell that just failed goes out, the exception is
-diagnosed and the header displayed, then the stock method runs with the stock
-arguments, so the traceback, ``sys.last_*``, ``%tb``, ``%debug``, ``%pdb`` and the
+before the traceback of a cell that just failed goes out, the header is displayed
+from the message alone (nothing is diagnosed yet), then the stock method runs with
+the stock arguments, so the traceback, ``sys.last_*``, ``%tb``, ``%debug``, ``%pdb`` and the
 execute reply are exactly as without ipydevice. ``set_custom_exc`` is not used:
 its single slot stays Colab's and Jupyter AI's, and their handlers, which call
 ``showtraceback``, get the header too. ``%tb`` gets no second header. The
-``post_run_cell`` event then shows the full panel from the same diagnosis, or,
+``post_run_cell`` event then diagnoses, replaces the header in place (its display
+id) with the headline and best fix, and shows the full panel, or,
 when no traceback went through the wrapper (a terminal, a custom handler that
 prints its own), diagnoses ``result.error_in_exec`` or a new ``sys.last_value``
 (``%run script.py`` shows the script's exception itself).
@@ -32,7 +33,7 @@ prints its own), diagnoses ``result.error_in_exec`` or a new ``sys.last_value``
 Contract:
 
 * Loading is instant: it imports neither torch, pandas nor ipywidgets, nor the
-  engine (imported on the first failing cell only).
+  engine (``ipython_warm`` imports them once a cell has imported torch).
 * Loading twice is harmless; unloading removes the callbacks, the ``_showtraceback``
   wrapper, the configurable and ``%devices`` (putting back any ``%devices`` that was
   there before), puts back ``warnings.showwarning`` and the logging handler, and
@@ -51,6 +52,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import os
 import sys
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar, cast
@@ -74,6 +76,7 @@ from ipydevice.integrations.ipython_display import (
     watch_checkup,
 )
 from ipydevice.integrations.ipython_display import guarded as _guarded
+from ipydevice.integrations.ipython_warm import Warmer
 
 if TYPE_CHECKING:  # pragma: no cover
     from IPython.core.interactiveshell import ExecutionResult, InteractiveShell
@@ -120,10 +123,10 @@ def _colors(shell: Any) -> Any:
     return getattr(shell, "colors", None)  # IPython's scheme: NoColor turns colour off
 
 
-def _publish(bundle: dict[str, Any]) -> None:
+def _publish(bundle: dict[str, Any], display_id: str | None = None, update: bool = False) -> None:
     from IPython.display import display
 
-    display(bundle, raw=True)
+    display(bundle, raw=True, display_id=display_id, **({"update": True} if update else {}))
 
 
 class _Hook:
@@ -148,14 +151,15 @@ class _Hook:
         self.device_warnings: DeviceWarnings | None = None
         self.panel, self.watch = True, False  # IPyDevice.panel and .watch, kept in step
         self.active = False
-        # This cell: the exception the header was for (by id) and its diagnosis
-        # (None: not a device error, or its diagnosis failed), the stages that
-        # failed (each is reported once), and the cell's id from the front end.
-        self.headed: tuple[int, Diagnosis | None] | None = None
+        # This cell: the exception the header was for (by id) and the header's
+        # display id ('': no header, not a device error), the stages that failed
+        # (each is reported once), and the cell's id from the front end.
+        self.headed: tuple[int, str] | None = None
         self.failed: set[str] = set()
         self.deferred: Exception | None = None  # IPYDEVICE_DEBUG=1: raised after the traceback
         self.cell_id = ""
         self.buttons = Buttons(shell, lambda bundle: self.stage("display", _publish, bundle))
+        self.warmer = Warmer(lambda: bool(self.config.widget) and self.in_kernel())
 
     def install(self) -> None:
         """Registers the configurable, ``%devices``, the cell callbacks, the
@@ -227,7 +231,7 @@ class _Hook:
             manager.registry[DeviceMagics.__name__] = self.saved_registry
         restore_settings(self.saved_settings)
         self.last = None
-        self.buttons.close_all()
+        self.buttons.unload()
 
     # -- stages ----------------------------------------------------------------------------
 
@@ -311,28 +315,26 @@ class _Hook:
         return shown
 
     def show_header(self, exc: BaseException) -> None:
-        """Diagnoses ``exc`` and displays the header, before its traceback."""
+        """Displays the header of a device error before its traceback, from its message
+        alone; the diagnosis runs after the traceback and replaces it in place."""
+        from ipydevice.integrations.ipython_display import pending_header_bundle
+
         recognised = self.stage("recognition", is_device_error, exc, before=True)
         if recognised is None:  # failed: reported once (or retried after the traceback)
             if not debug_enabled():
-                self.headed = (id(exc), None)
+                self.headed = (id(exc), "")
             return
-        diagnosis = self.stage("diagnosis", self.diagnose, exc, before=True) if recognised else None
-        if recognised and diagnosis is None and debug_enabled():
-            return  # retried after the traceback, where it raises
-        if diagnosis is not None and not diagnosis.is_device_error:
-            diagnosis = None
-        self.headed = (id(exc), diagnosis)
-        if diagnosis is None:
-            return
-        self.last = diagnosis
-        from ipydevice.integrations.ipython_display import header_bundle
-
-        below = self.verbosity() != "Minimal"
-        bundle = self.stage("rendering", header_bundle, diagnosis, below, before=True)
-        if bundle is None:
-            return
-        self.stage("display", _publish, bundle, before=True)
+        bundle = (
+            self.stage("rendering", pending_header_bundle, exc, before=True) if recognised else None
+        )
+        if recognised and bundle is None:
+            return  # diagnosed and shown after the traceback, as in a terminal
+        header = f"ipydevice-header-{os.urandom(6).hex()}" if bundle is not None else ""
+        if header:
+            self.stage("display", _publish, bundle, header, before=True)
+            if "display" in self.failed or self.deferred is not None:
+                return  # no header went out: the panel after the traceback, as in a terminal
+        self.headed = (id(exc), header)
 
     def post_run_cell(self, result: ExecutionResult) -> None:
         """The ``post_run_cell`` callback: the warning panels kept until the stock
@@ -344,16 +346,17 @@ class _Hook:
             exc = self.cell_exception(result)
             if exc is not None:
                 headed = self.headed
-                if headed is not None and headed[0] == id(exc):
-                    if headed[1] is not None:
-                        self.show_panel(headed[1], headed=True)
-                else:
+                if headed is None or headed[0] != id(exc):
                     self.diagnose_and_show(exc)
+                elif headed[1]:  # the header before the traceback: diagnosed now, replaced
+                    self.diagnose_and_show(exc, headed[1])
                 self.shown_before = id(exc)  # a cell around a nested run_cell: not again
         self.headed = None
         self.buttons.after_cell()
         if self.watch:
             self.stage("watch", self.watch_cell, result)
+        if not self.warmer.started:  # the failing path's imports, once torch is imported
+            self.warmer.after_cell()
         deferred, self.deferred = self.deferred, None
         if deferred is not None:  # a failure before the traceback, raised now (debugging)
             raise deferred
@@ -381,15 +384,25 @@ class _Hook:
         """The exception the cell raised or showed (:func:`~ipydevice.integrations.ipython_display.cell_exception`)."""
         return cell_exception(result, self.shown_before)
 
-    def diagnose_and_show(self, exc: BaseException) -> None:
-        """Diagnoses ``exc`` after its traceback and displays the panel."""
-        if not self.stage("recognition", is_device_error, exc):
+    def diagnose_and_show(self, exc: BaseException, header: str = "") -> None:
+        """Diagnoses ``exc`` after its traceback and displays the panel; replaces the
+        ``header`` shown before the traceback (its display id) with the diagnosis'."""
+        from ipydevice.integrations.ipython_display import header_bundle
+
+        if not header and not self.stage("recognition", is_device_error, exc):
             return
         diagnosis = self.stage("diagnosis", self.diagnose, exc)
         if diagnosis is None or not diagnosis.is_device_error:
+            if header:  # nothing to say after all: the header goes
+                self.stage("display", _publish, {"text/plain": "", "text/html": ""}, header, True)
             return
         self.last = diagnosis
-        self.show_panel(diagnosis, headed=False)
+        if header:
+            below = self.verbosity() != "Minimal"
+            bundle = self.stage("rendering", header_bundle, diagnosis, below)
+            if bundle is not None:
+                self.stage("display", _publish, bundle, header, True)
+        self.show_panel(diagnosis, headed=bool(header))
 
     def show_panel(self, diagnosis: Diagnosis, headed: bool) -> None:
         """The panel after the traceback, at the verbosity in force (in a kernel under

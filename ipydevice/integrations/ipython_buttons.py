@@ -12,7 +12,8 @@ panel, and keeps every widget it made so that none is left behind:
   sends with each execution (JupyterLab, Notebook 7, VS Code);
 * **bounded**: at most :data:`ipydevice.settings.MAX_LIVE_BUTTONS` are alive, the
   oldest closed first (its buttons disappear; its panel stays, with the code);
-* **reset and unload**: ``%reset -f`` and ``%unload_ext ipydevice`` close them all.
+* **reset and unload**: ``%reset -f`` and ``%unload_ext ipydevice`` close them all
+  (unloading closes the widgets every panel shares too: the module host, the layout).
 
 IPython itself is not imported here: the shell is the one the hook was given.
 """
@@ -20,6 +21,7 @@ IPython itself is not imported here: the shell is the one the hook was given.
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -120,6 +122,14 @@ class Buttons:
         hidden = getattr(self.shell, "user_ns_hidden", None)
         if isinstance(hidden, dict):
             hidden.pop(_MARK, None)
+
+    def unload(self) -> None:
+        """Closes every widget, and those all panels share (the buttons' module, the
+        layout): ``%unload_ext``."""
+        self.close_all()
+        widget = sys.modules.get("ipydevice.render.widget")
+        if widget is not None:  # never imported: no widget was ever made
+            widget.close_shared()
 
 
 def _close(widget: Any) -> None:

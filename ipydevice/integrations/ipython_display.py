@@ -42,6 +42,7 @@ __all__ = [
     "header_bundle",
     "is_device_error",
     "panel_bundle",
+    "pending_header_bundle",
     "watch_bundle",
     "watch_checkup",
 ]
@@ -154,13 +155,29 @@ def panel_bundle(
 MINIMAL_POINTER = "%config IPyDevice.verbosity = 'Context' for the whole report"
 
 
-def header_bundle(diagnosis: Diagnosis, panel_below: bool = True) -> dict[str, str]:
+#: What the header says while the diagnosis runs (after the traceback), until it is replaced.
+PENDING_POINTER = "finding the objects and the fix: they replace this line after the traceback"
+
+
+def pending_header_bundle(exc: BaseException) -> dict[str, str]:
+    """The header a kernel shows before the traceback: what the message says (the
+    family, the devices), from no other evidence, so that the traceback is not kept
+    waiting; :func:`header_bundle` replaces it in place (``update_display_data``)."""
+    from ipydevice.diagnosis.engine import from_message
+
+    return header_bundle(from_message(exc), pointer=PENDING_POINTER)
+
+
+def header_bundle(
+    diagnosis: Diagnosis, panel_below: bool = True, pointer: str | None = None
+) -> dict[str, str]:
     """The compact header shown before the traceback: the headline, the best fix and
     where the rest is (``panel_below``: the full panel follows the traceback)."""
     from ipydevice.render.html import render_header_html
     from ipydevice.render.text import HEADER_POINTER, render_header
 
-    pointer = HEADER_POINTER if panel_below else MINIMAL_POINTER
+    if pointer is None:
+        pointer = HEADER_POINTER if panel_below else MINIMAL_POINTER
     return {
         "text/plain": render_header(diagnosis, pointer=pointer),
         "text/html": anchored(diagnosis, render_header_html(diagnosis, pointer=pointer)),

@@ -27,7 +27,9 @@ returns the user's namespace *at click time*, so the widget keeps no tensor aliv
   cell is said to replace the failed one ("run the new cell instead").
 
 One widget (one comm) per failed cell, whatever the number of fixes, sharing one
-``Layout``. Stable CSS classes for users and tests: ``ipydevice-actions`` (each
+``Layout``. The ES module (9 kB) goes to the front end once per session, in the
+state of one more widget, the module host (:func:`module_host`); each panel's
+widget carries a loader of 1 kB that imports it from there. Stable CSS classes for users and tests: ``ipydevice-actions`` (each
 row), ``ipydevice-apply``, ``ipydevice-copy``, ``ipydevice-insert`` and
 ``ipydevice-status``.
 
@@ -36,6 +38,7 @@ anywidget (and ipywidgets under it) is imported here only, when a panel is built
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import textwrap
 from collections.abc import Callable, Mapping, Sequence
@@ -43,7 +46,16 @@ from typing import Any
 
 from ipydevice.model import Diagnosis, Fix
 
-__all__ = ["available", "build_panel", "click", "insertable", "view_bundle"]
+__all__ = [
+    "available",
+    "build_panel",
+    "click",
+    "close_shared",
+    "insertable",
+    "module_host",
+    "prepare",
+    "view_bundle",
+]
 
 Namespace = Callable[[], Mapping[str, Any]]
 
@@ -268,6 +280,29 @@ function render({ model, el }) {
 export default { render };
 """
 
+#: What each panel's widget carries instead of :data:`_ESM`: a loader that takes the
+#: module's text from the session's one module widget (:func:`module_host`), whose
+#: state the front end got once, and imports it once per page.
+_LOADER = """const M = (globalThis.__ipydeviceButtons ||= new Map());
+async function host(model) {
+  const id = model.get("host");
+  for (let n = 1; n <= 40; n++) {
+    try { const h = await model.widget_manager.get_model(id); if (h) return h; } catch (e) {}
+    await new Promise((r) => setTimeout(r, 25 * n));
+  }
+  throw new Error(`ipydevice: the buttons' module (widget ${id}) is not in this page`);
+}
+async function load(model) {
+  const src = (await host(model)).get("source");
+  if (!M.has(src)) {
+    const url = URL.createObjectURL(new Blob([src], { type: "text/javascript" }));
+    M.set(src, import(url).finally(() => URL.revokeObjectURL(url)));
+  }
+  return (await M.get(src)).default;
+}
+export default { async render({ model, el }) { return (await load(model)).render({ model, el }); } };
+"""
+
 #: What the Insert button's tooltip says it does, by the fix's scope.
 INSERT_TIPS = {
     "namespace": "Add this code as a new cell below the failed cell",
@@ -296,20 +331,44 @@ COPY_FAILED = (
     "could not copy: the browser refused the clipboard; select the code and copy it yourself"
 )
 
-#: The widget class, made once per anywidget module (making a widget class costs
+#: The widget classes, made once per anywidget module (making a widget class costs
 #: more than building a panel).
-_CLASS: dict[int, tuple[Any, type]] = {}
+_CLASS: dict[int, tuple[Any, type, type]] = {}
 
 
 def _actions_class() -> type:
+    return _classes()[0]
+
+
+def _classes() -> tuple[type, type]:
+    """The buttons' widget class and the module host's class."""
     import anywidget
 
     made = _CLASS.get(id(anywidget))
     if made is None or made[0] is not anywidget:
-        made = (anywidget, _make_class(anywidget))
+        made = (anywidget, _make_class(anywidget), _make_host_class())
         _CLASS.clear()
         _CLASS[id(anywidget)] = made
-    return made[1]
+    return made[1], made[2]
+
+
+def prepare() -> None:
+    """Imports anywidget and ipywidgets and makes the widget classes, ahead of the first
+    panel (:mod:`ipydevice.integrations.ipython_warm`); opens no comm."""
+    _classes()
+
+
+def _make_host_class() -> type:
+    import ipywidgets
+    import traitlets
+
+    class ButtonsModule(ipywidgets.Widget):
+        """The buttons' ES module, as text in the state of a model without views
+        (ipywidgets' base ``WidgetModel``, which every widget manager has)."""
+
+        source = traitlets.Unicode(_ESM).tag(sync=True)
+
+    return ButtonsModule
 
 
 def _make_class(anywidget: Any) -> type:
@@ -320,8 +379,10 @@ def _make_class(anywidget: Any) -> type:
 
         # anywidget's own traits, declared on the class: AnyWidget.__init__ would
         # otherwise add them to every instance, each time deriving a new class.
-        _esm = traitlets.Unicode(_ESM).tag(sync=True)
+        # The module itself comes once per session, from the host (see _LOADER).
+        _esm = traitlets.Unicode(_LOADER).tag(sync=True)
         _anywidget_id = traitlets.Unicode("ipydevice.render.widget.FixActions").tag(sync=True)
+        host = traitlets.Unicode("").tag(sync=True)
         fixes = traitlets.List(traitlets.Dict()).tag(sync=True)
         labelled = traitlets.Bool(False).tag(sync=True)
         cell_id = traitlets.Unicode("").tag(sync=True)
@@ -355,6 +416,27 @@ def _shared_layout() -> Any:
     if not _LAYOUT or getattr(_LAYOUT[0], "comm", None) is None:  # none yet, or closed
         _LAYOUT[:] = [ipywidgets.Layout()]
     return _LAYOUT[0]
+
+
+#: The session's one module host: the buttons' module goes to the front end once, in
+#: its state, instead of in every panel's widget (9 kB an error otherwise).
+_HOST: list[Any] = []
+
+
+def module_host() -> Any:
+    """The widget that carries the buttons' module; made again once closed."""
+    if not _HOST or getattr(_HOST[0], "comm", None) is None:  # none yet, or closed
+        _HOST[:] = [_classes()[1]()]
+    return _HOST[0]
+
+
+def close_shared() -> None:
+    """Closes the widgets every panel shares (the module host, the layout): unload."""
+    for shared in (_HOST, _LAYOUT):
+        for widget in shared:
+            with contextlib.suppress(Exception):  # a comm already gone (kernel shutting down)
+                widget.close()
+        shared.clear()
 
 
 def available() -> bool:
@@ -411,7 +493,12 @@ def build_panel(
         for index, fix in enumerate(chosen)
     ]
     actions = _actions_class()(
-        fixes=rows, cell_id=cell_id, labelled=labelled, anchor=anchor, layout=_shared_layout()
+        fixes=rows,
+        cell_id=cell_id,
+        labelled=labelled,
+        anchor=anchor,
+        host=module_host().model_id,
+        layout=_shared_layout(),
     )
     actions.on_msg(_handler(actions, chosen, rows, namespace, insert))
     return actions

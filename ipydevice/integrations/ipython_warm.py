@@ -1,0 +1,94 @@
+"""The failing path's imports, made before the first device error of a session.
+
+The first device error would otherwise import the diagnosis engine, the renderers,
+ipywidgets and anywidget (with the buttons' widget classes) on its way to the
+traceback: about 80 ms that only the first error pays. No device error can happen
+before torch is imported, so once a cell has imported it, one daemon thread imports
+them while the user reads that cell's output. Loading the extension imports none of
+them (``%load_ext`` stays instant and never imports torch, pandas or ipywidgets).
+
+A failing cell that arrives while the thread still imports waits for the modules it
+needs (Python's import locks), as it would have imported them itself. The thread
+ends with a full garbage collection, which those imports would otherwise set off in
+the first failing cell. Whatever fails
+here is left for the failing path, which reports it as it always does.
+"""
+
+from __future__ import annotations
+
+import gc
+import sys
+import threading
+from collections.abc import Callable
+
+__all__ = ["MODULES", "SAMPLE", "Warmer", "warm"]
+
+#: What the header, the diagnosis and the panel import (the buttons' are in :func:`warm`).
+MODULES = (
+    "ipydevice.diagnosis.engine",
+    "ipydevice.render.text",
+    "ipydevice.render.html",
+    "ipydevice.integrations.excepthook",
+)
+
+
+#: A device error's message, diagnosed (from the message alone: no frame, no object of
+#: the user's is read) and rendered once, so that the first real error finds the
+#: patterns compiled and the caches made.
+SAMPLE = (
+    "Expected all tensors to be on the same device, but found at least two devices, "
+    "cuda:0 and cpu! (when checking argument for argument mat1 in method wrapper_addmm)"
+)
+
+
+def warm(widgets: bool) -> None:
+    """Imports :data:`MODULES`, diagnoses and renders :data:`SAMPLE` and, when
+    ``widgets``, makes the buttons' classes."""
+    import importlib
+
+    for name in MODULES:
+        try:
+            importlib.import_module(name)
+        except Exception:  # the failing path imports it again and reports it
+            return
+    try:
+        from ipydevice.diagnosis import engine
+        from ipydevice.render.html import render_header_html
+        from ipydevice.render.text import render_header
+
+        sample = engine.diagnose(RuntimeError(SAMPLE), namespace={})
+        for render in (render_header, render_header_html, str, type(sample)._repr_html_):
+            render(sample)
+    except Exception:  # the failing path does it again and reports it
+        return
+    if widgets:
+        try:
+            from ipydevice.render import widget
+
+            if widget.available():
+                widget.prepare()  # anywidget, ipywidgets and the widget classes
+        except Exception:
+            return
+    # The objects these imports made tip the collector into a full collection: here,
+    # while the user reads the cell's output, not in the first failing cell (a heap
+    # that holds a large model takes a full collection hundreds of milliseconds).
+    gc.collect()
+
+
+class Warmer:
+    """Starts :func:`warm` once, after the first cell that leaves torch imported."""
+
+    def __init__(self, widgets: Callable[[], bool]) -> None:
+        self.widgets = widgets
+        self.started = False
+        self.thread: threading.Thread | None = None
+
+    def after_cell(self) -> None:
+        """The ``post_run_cell`` check: a flag, then a dict lookup, until it starts."""
+        if self.started or "torch" not in sys.modules:
+            return
+        self.started = True
+        self.thread = threading.Thread(
+            target=warm, args=(self.widgets(),), name="ipydevice-warm", daemon=True
+        )
+        self.thread.start()

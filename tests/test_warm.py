@@ -1,0 +1,37 @@
+"""The failing path's warm-up (``ipydevice.integrations.ipython_warm``); the imports
+themselves are checked in a fresh interpreter by ``tests/test_ipython.py``."""
+
+from __future__ import annotations
+
+import gc
+
+import pytest
+
+from ipydevice.integrations import ipython_warm
+
+
+def test_the_warm_up_ends_with_a_full_collection(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The objects its imports made would set off a full collection in the first
+    failing cell (hundreds of milliseconds beside a large model): it runs here."""
+    calls: list[tuple[object, ...]] = []
+    monkeypatch.setattr(gc, "collect", lambda *args: calls.append(args) or 0)
+    ipython_warm.warm(widgets=False)
+    assert calls == [()]
+
+
+def test_the_warm_up_diagnoses_only_its_sample(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nothing of the user's is read: the sample is diagnosed with an empty namespace."""
+    from ipydevice.diagnosis import engine
+
+    seen: list[tuple[BaseException, object]] = []
+    diagnose = engine.diagnose
+
+    def noting(exc: BaseException, **kwargs: object) -> object:
+        seen.append((exc, kwargs.get("namespace")))
+        return diagnose(exc, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(engine, "diagnose", noting)
+    monkeypatch.setattr(gc, "collect", lambda *args: 0)
+    ipython_warm.warm(widgets=False)
+    ((exc, namespace),) = seen
+    assert str(exc) == ipython_warm.SAMPLE and exc.__traceback__ is None and namespace == {}
