@@ -15,6 +15,7 @@ from typing import Any
 
 from ipydevice._debug import contain
 from ipydevice.collect import probe
+from ipydevice.collect.namespace import public_items
 
 __all__ = ["StateDict", "state_dict_for"]
 
@@ -65,7 +66,7 @@ def state_dict_for(module: Any, namespace: Mapping[str, Any]) -> StateDict | Non
         return None
     params, buffers = keys
     try:
-        items = list(namespace.items())[:_MAX_NAMES]
+        items = public_items(namespace)[:_MAX_NAMES]  # IPython's _i<N> not among them
     except BaseException as caught:
         contain(caught)
         return None
