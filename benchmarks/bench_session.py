@@ -9,10 +9,14 @@ is superseded, so only the bound keeps the widgets few). Measured in each kernel
 * **open comms** (the kernel's comm manager) and **live widgets** (ipywidgets'
   registry) at the end;
 * **memory**: the kernel's RSS after the errors minus its RSS after the warm-up,
-  per 1,000 errors (after ``gc.collect()``), ipydevice minus stock;
-* **CPU per error**: the kernel process's CPU time (all its threads) between the
-  end of one failing cell and the end of the next (read by a user expression
-  evaluated after each cell), the first 50 errors against the last 50;
+  per 1,000 errors (after ``gc.collect()``), ipydevice minus stock; and, to tell
+  objects kept from free space the allocator holds, the bytes of CPython's small
+  objects alive and of free blocks in their pools (``sys._debugmallocstats``);
+* **CPU per error**: the kernel process's CPU time (all its threads) from the
+  start of one failing cell to the start of the next (noted by the cell itself,
+  read once at the end), the first 50 errors against the last 50; and what
+  ipydevice adds to each, paired with stock's error of the same round (the
+  machine's drift over the run, which moves stock too, cancels out);
 * **iopub bytes per error**: the JSON size of every iopub message of the request
   (header, parent header, metadata, content), ipydevice against stock.
 
@@ -70,8 +74,25 @@ def _counts():
     if module is not None:
         widgets = len(module._instances)
     return comms, widgets
+def _pymalloc():
+    # CPython's small-object allocator: bytes of live blocks, and of free blocks in the
+    # pools that live blocks keep (written by sys._debugmallocstats to fd 2).
+    import os, re, tempfile
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as out:
+        os.dup2(out.fileno(), 2)
+        try:
+            sys._debugmallocstats()
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        out.seek(0)
+        text = out.read().decode()
+    found = [re.search(rf"# bytes in {kind} blocks\\s*=\\s*([\\d,]+)", text)
+             for kind in ("allocated", "available")]
+    return [int(m.group(1).replace(",", "")) if m else -1 for m in found]
 """
-READ = "json.dumps({'rss_kb': _rss(), 'counts': _counts(), 'cpu': _cpu})"
+READ = "json.dumps({'rss_kb': _rss(), 'counts': _counts(), 'cpu': _cpu, 'pymalloc': _pymalloc()})"
 
 
 class Kernel:
@@ -138,12 +159,19 @@ def main() -> dict[str, Any]:
             kernel.shutdown()
     figures: dict[str, Any] = {"errors": ERRORS, "xmode": XMODE}
     per_1000 = {}
+    per_error: dict[str, list[float]] = {}
+    small: dict[str, float] = {}
     for name in kernels:
         comms, widgets = end[name]["counts"]
         grown = (end[name]["rss_kb"] - start[name]["rss_kb"]) / 1024 * 1000 / (ERRORS + 1)
         starts = end[name]["cpu"][-(ERRORS + 1) :]
         cpu = [b - a for a, b in itertools.pairwise(starts)]
-        per_1000[name] = grown
+        per_1000[name], per_error[name] = grown, cpu
+        live_b, free_b = (
+            (b - a) / 2**20 * 1000 / (ERRORS + 1)
+            for a, b in zip(start[name]["pymalloc"], end[name]["pymalloc"], strict=True)
+        )
+        small[name] = live_b
         first, final = statistics.median(cpu[:EDGE]), statistics.median(cpu[-EDGE:])
         figures[f"{name}_open_comms"] = comms
         figures[f"{name}_live_widgets"] = widgets
@@ -152,11 +180,32 @@ def main() -> dict[str, Any]:
         figures[f"{name}_cpu_ms_per_error_last_{EDGE}"] = ms(final)
         figures[f"{name}_cpu_last_over_first"] = round(final / first, 3)
         figures[f"{name}_iopub_bytes_per_error"] = int(statistics.median(sizes[name]))
+        figures[f"{name}_small_objects_live_mb_per_1000_errors"] = round(live_b, 2)
+        figures[f"{name}_small_objects_free_mb_per_1000_errors"] = round(free_b, 2)
     extra_mb = per_1000["ipydevice"] - per_1000["stock"]
     figures["memory_mb_per_1000_errors_over_stock"] = round(extra_mb, 2)
+    # Of it, what ipydevice keeps alive in small objects (the rest of the RSS is free
+    # space the allocators hold: fragmentation, not objects kept per error).
+    figures["small_objects_live_mb_per_1000_errors_over_stock"] = round(
+        small["ipydevice"] - small["stock"], 2
+    )
     figures["iopub_bytes_ratio_to_stock"] = round(
         figures["ipydevice_iopub_bytes_per_error"] / figures["stock_iopub_bytes_per_error"], 2
     )
+    # What ipydevice adds to each error, paired with stock's error of the same round
+    # (the two ran one after the other): the machine's drift over the run cancels out.
+    extra = [a - b for a, b in zip(per_error["ipydevice"], per_error["stock"], strict=True)]
+    extra_first, extra_last = statistics.median(extra[:EDGE]), statistics.median(extra[-EDGE:])
+    figures[f"added_cpu_ms_per_error_first_{EDGE}"] = ms(extra_first)
+    figures[f"added_cpu_ms_per_error_last_{EDGE}"] = ms(extra_last)
+    figures["added_cpu_last_over_first"] = round(extra_last / extra_first, 3)
+    notes = []
+    if abs(figures["stock_cpu_last_over_first"] - 1) > GOAL_CPU:
+        notes.append(
+            f"stock's own CPU per error moved by more than {GOAL_CPU:.0%} over the run "
+            f"({figures['stock_cpu_last_over_first']}): the machine drifted; "
+            "the CPU ipydevice adds per error (paired with stock's) takes that drift out"
+        )
     growth = figures["ipydevice_cpu_last_over_first"] - 1
     live = max(figures["ipydevice_open_comms"], figures["ipydevice_live_widgets"])
     met = live <= GOAL_LIVE and extra_mb <= GOAL_MB and growth <= GOAL_CPU
@@ -175,9 +224,10 @@ def main() -> dict[str, Any]:
             f"{figures[f'ipydevice_cpu_ms_per_error_last_{EDGE}']} ms "
             f"(stock {figures[f'stock_cpu_ms_per_error_first_{EDGE}']} -> "
             f"{figures[f'stock_cpu_ms_per_error_last_{EDGE}']}); iopub "
-            f"{figures['iopub_bytes_ratio_to_stock']}x stock"
+            f"{figures['iopub_bytes_ratio_to_stock']}x stock; added CPU/error "
+            f"{ms(extra_first)} -> {ms(extra_last)} ms"
         ),
-        "notes": [],
+        "notes": notes,
     }
 
 
