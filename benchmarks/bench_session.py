@@ -21,7 +21,12 @@ is superseded, so only the bound keeps the widgets few). Measured in each kernel
   (header, parent header, metadata, content), ipydevice against stock.
 
 Goals: comms and widgets bounded (at most 10); memory within 2 MB per 1,000
-errors of stock; CPU per error of the last 50 within 10% of the first 50.
+errors of stock; CPU per error flat: after the session, within 10% of a fresh
+kernel's. That last one is measured at the end, the long-lived kernels and two fresh
+ones (with and without ipydevice) failing in turn, 50 errors each, in the same
+minutes: on a shared machine, the first 50 errors against the last 50 of one kernel
+also measure how busy the machine was at either end (stock's own ratio moved from
+0.80 to 1.61 between runs), so they are reported beside it, not judged.
 
 Both kernels run under ``%xmode Plain`` (``IPYDEVICE_BENCH_XMODE`` chooses another).
 Under IPython's default ``Context`` mode, IPython formats each traceback twice (once
@@ -52,6 +57,7 @@ WARMUP = 20
 EDGE = 50  # errors compared at the start and at the end
 GOAL_LIVE, GOAL_MB, GOAL_CPU = 10, 2.0, 0.10
 XMODE = os.environ.get("IPYDEVICE_BENCH_XMODE", "Plain")
+NAMES = ("ipydevice", "stock")
 
 SETUP = "import torch\nmodel = torch.nn.Linear(4, 2).to('meta')\nx = torch.randn(3, 4)"
 # The kernel's CPU time at the start of each failing cell: from one start to the next is
@@ -142,9 +148,9 @@ class Kernel:
 
 
 def main() -> dict[str, Any]:
-    kernels = {"ipydevice": Kernel("ipydevice", True), "stock": Kernel("stock", False)}
+    kernels = {name: Kernel(name, name == "ipydevice") for name in NAMES}
     try:
-        sizes: dict[str, list[int]] = {name: [] for name in kernels}
+        sizes: dict[str, list[int]] = {name: [] for name in NAMES}
         for _ in range(WARMUP):
             for kernel in kernels.values():
                 kernel.fail()
@@ -154,6 +160,23 @@ def main() -> dict[str, Any]:
             for name in order:
                 sizes[name].append(kernels[name].fail())
         end = {name: k.state() for name, k in kernels.items()}
+        # Then the same error in fresh kernels, in turn with the long-lived ones, in the
+        # same minutes: how much more an error costs after the session, without the
+        # machine's drift over the run (it moves all four alike).
+        for name in NAMES:
+            kernels[f"{name}_fresh"] = Kernel(f"{name}-fresh", name == "ipydevice")
+        for _ in range(WARMUP):
+            for name in NAMES:
+                kernels[f"{name}_fresh"].fail()
+        for index in range(EDGE + 1):
+            order = list(kernels)
+            order = order[index % len(order) :] + order[: index % len(order)]
+            for name in order:
+                kernels[name].fail()
+        late = {
+            name: [b - a for a, b in itertools.pairwise(k.state()["cpu"][-(EDGE + 1) :])]
+            for name, k in kernels.items()
+        }
     finally:
         for kernel in kernels.values():
             kernel.shutdown()
@@ -161,7 +184,11 @@ def main() -> dict[str, Any]:
     per_1000 = {}
     per_error: dict[str, list[float]] = {}
     small: dict[str, float] = {}
-    for name in kernels:
+    for name in NAMES:
+        after, fresh = statistics.median(late[name]), statistics.median(late[f"{name}_fresh"])
+        figures[f"{name}_cpu_ms_per_error_after_session"] = ms(after)
+        figures[f"{name}_cpu_ms_per_error_fresh_kernel"] = ms(fresh)
+        figures[f"{name}_cpu_after_session_over_fresh"] = round(after / fresh, 3)
         comms, widgets = end[name]["counts"]
         grown = (end[name]["rss_kb"] - start[name]["rss_kb"]) / 1024 * 1000 / (ERRORS + 1)
         starts = end[name]["cpu"][-(ERRORS + 1) :]
@@ -202,11 +229,12 @@ def main() -> dict[str, Any]:
     notes = []
     if abs(figures["stock_cpu_last_over_first"] - 1) > GOAL_CPU:
         notes.append(
-            f"stock's own CPU per error moved by more than {GOAL_CPU:.0%} over the run "
-            f"({figures['stock_cpu_last_over_first']}): the machine drifted; "
-            "the CPU ipydevice adds per error (paired with stock's) takes that drift out"
+            f"stock's own CPU per error moved by more than {GOAL_CPU:.0%} from the first "
+            f"{EDGE} errors to the last ({figures['stock_cpu_last_over_first']}): the machine "
+            "drifted over the run; the CPU goal is judged on the errors after the session "
+            "against a fresh kernel's, in turn in the same minutes"
         )
-    growth = figures["ipydevice_cpu_last_over_first"] - 1
+    growth = figures["ipydevice_cpu_after_session_over_fresh"] - 1
     live = max(figures["ipydevice_open_comms"], figures["ipydevice_live_widgets"])
     met = live <= GOAL_LIVE and extra_mb <= GOAL_MB and growth <= GOAL_CPU
     return {
@@ -214,7 +242,7 @@ def main() -> dict[str, Any]:
         "title": f"{ERRORS} device errors in a real kernel (%xmode {XMODE}), "
         "ipydevice against stock",
         "goal": f"<= {GOAL_LIVE} comms/widgets, <= {GOAL_MB} MB/1000 errors over stock, "
-        f"CPU/error last {EDGE} <= +{GOAL_CPU:.0%} of first {EDGE}",
+        f"CPU/error after the session <= +{GOAL_CPU:.0%} of a fresh kernel's",
         "met": met,
         "figures": figures,
         "headline": (
@@ -224,8 +252,9 @@ def main() -> dict[str, Any]:
             f"{figures[f'ipydevice_cpu_ms_per_error_last_{EDGE}']} ms "
             f"(stock {figures[f'stock_cpu_ms_per_error_first_{EDGE}']} -> "
             f"{figures[f'stock_cpu_ms_per_error_last_{EDGE}']}); iopub "
-            f"{figures['iopub_bytes_ratio_to_stock']}x stock; added CPU/error "
-            f"{ms(extra_first)} -> {ms(extra_last)} ms"
+            f"{figures['iopub_bytes_ratio_to_stock']}x stock; CPU/error after the session "
+            f"{figures['ipydevice_cpu_after_session_over_fresh']}x a fresh kernel's (stock "
+            f"{figures['stock_cpu_after_session_over_fresh']}x)"
         ),
         "notes": notes,
     }
