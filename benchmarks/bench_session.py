@@ -15,8 +15,8 @@ is superseded, so only the bound keeps the widgets few). Measured in each kernel
 * **CPU per error**: the kernel process's CPU time (all its threads) from the
   start of one failing cell to the start of the next (noted by the cell itself,
   read once at the end), the first 50 errors against the last 50; and what
-  ipydevice adds to each, paired with stock's error of the same round (the
-  machine's drift over the run, which moves stock too, cancels out);
+  ipydevice adds to each, paired with stock's error of the same round (time the
+  machine adds to both cancels out; a slowdown that multiplies both does not);
 * **iopub bytes per error**: the JSON size of every iopub message of the request
   (header, parent header, metadata, content), ipydevice against stock.
 
