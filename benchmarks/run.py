@@ -45,7 +45,7 @@ def run_one(name: str, quick: bool) -> dict[str, Any]:
         capture_output=True,
         text=True,
         env=env,
-        timeout=1800,  # session: 2,000 failing cells in two kernels
+        timeout=1800,  # session: 2,000 failing cells in two kernels (about a minute)
     )
     seconds = time.perf_counter() - start
     if done.returncode != 0:

@@ -93,6 +93,17 @@ def test_a_meta_model_with_its_state_dict_at_hand_is_loaded():
     assert torch.equal(nb.ns["model"].weight, nb.ns["sd"]["weight"])  # the real weights
 
 
+def test_a_state_dict_after_a_long_session_is_still_found():
+    # IPython adds _i<N> for every cell run: after a few thousand cells they are the
+    # namespace's first names, and the state dict made since is past any bound on names.
+    nb = Notebook()
+    nb.run(textwrap.dedent(MODEL))
+    nb.ns.update({f"_i{n}": "x = 1" for n in range(1, 3001)})
+    nb.run("sd = nn.Linear(4, 2).state_dict()\nx = torch.randn(3, 4)\n")
+    d = ipydevice.diagnose(nb.fails("out = model(x)\n"), namespace=nb.ns)
+    assert d.fixes[0].code.startswith("model.load_state_dict(sd, assign=True)"), str(d)
+
+
 def test_a_state_dict_of_another_model_is_not_used():
     nb = Notebook()
     nb.run(

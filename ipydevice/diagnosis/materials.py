@@ -18,7 +18,7 @@ from ipydevice.collect import probe
 
 __all__ = ["StateDict", "state_dict_for"]
 
-#: at most this many namespace values and state-dict keys are looked at
+#: at most this many public names of the namespace and state-dict keys are looked at
 _MAX_NAMES = 2_000
 _MAX_KEYS = 20_000
 
@@ -65,12 +65,18 @@ def state_dict_for(module: Any, namespace: Mapping[str, Any]) -> StateDict | Non
         return None
     params, buffers = keys
     try:
-        items = list(namespace.items())[:_MAX_NAMES]
+        items = list(namespace.items())
     except BaseException as caught:
         contain(caught)
         return None
+    public = 0  # the bound is on public names: IPython adds _i<N> for every cell run
     for name, value in items:
-        if type(name) is not str or name.startswith("_") or not probe.is_a(value, dict):
+        if type(name) is not str or name.startswith("_"):
+            continue
+        public += 1
+        if public > _MAX_NAMES:
+            break
+        if not probe.is_a(value, dict):
             continue
         if dict.__len__(value) > _MAX_KEYS or dict.__len__(value) < len(params):
             continue
