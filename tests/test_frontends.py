@@ -147,7 +147,10 @@ def test_the_header_stands_alone_and_the_buttons_come_last(kernel: Kernel) -> No
     _, messages = kernel.execute(MISMATCH, cell_id="cell-1")
     assert kinds(messages) == ["header", "error", "panel", "buttons"]
     shown = [m for m in messages if m["msg_type"] == "display_data"]
-    header, panel = (m["content"]["data"]["text/html"] for m in shown[:2])
+    # The header as it stands once the diagnosis has replaced it in place, after the traceback.
+    (update,) = [m for m in messages if m["msg_type"] == "update_display_data"]
+    assert update["content"]["transient"] == shown[0]["content"]["transient"]
+    header, panel = update["content"]["data"]["text/html"], shown[1]["content"]["data"]["text/html"]
     # What must be copyable is text in the HTML itself: the culprit, the headline, the code.
     for page in (header, panel):
         assert "x = x.to(&#x27;meta&#x27;)" in page and "<code" in page and "x</code>" in page
