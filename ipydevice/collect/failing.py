@@ -13,6 +13,7 @@ from typing import Any
 from ipydevice import settings as _settings
 from ipydevice.collect import probe
 from ipydevice.collect.frames import FrameView, line_operands, method_receivers
+from ipydevice.collect.namespace import code_names
 from ipydevice.collect.scan import Scan
 
 __all__ = ["collect"]
@@ -24,6 +25,9 @@ def collect(
     """Scans what the frames hold, innermost first, then names it from ``namespace``."""
     scan = Scan(settings)
     scan.namespace = namespace
+    # the cell's (or script's) top-level code first, then the functions it called
+    codes = sorted((v for v in views if v.is_user), key=lambda v: not v.is_module_level)
+    scan.read_names = code_names(v.frame.f_code for v in codes)
     user_indexes = [i for i, v in enumerate(views) if v.is_user]
     innermost_user = user_indexes[-1] if user_indexes else -1
     # The call that failed: the innermost frame, and the innermost module forward.

@@ -15,7 +15,6 @@ name and its function (``pos in PosEnc.forward``).
 from __future__ import annotations
 
 import itertools
-import operator
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
@@ -66,7 +65,9 @@ SKIP_NAMES = frozenset({"In", "Out", "exit", "quit", "get_ipython"})
 
 _BUDGET_NOTE = "scan stopped after {} objects"
 
-_FIRST, _SECOND = operator.itemgetter(0), operator.itemgetter(1)
+_MISSING = object()
+#: namespace names read at C speed between two looks at the clock
+_CHUNK = 8192
 
 
 class Scan:
@@ -84,6 +85,10 @@ class Scan:
         self.budget = probe.Budget(settings.time_budget)
         self._facts = FactsCache(self.budget, self.notes)
         self._roots: tuple[Mapping[str, Any], list[tuple[str, Any, int]]] | None = None
+        self._slice: tuple[Mapping[str, Any], list[Any], list[Any], int] | None = None
+        #: the names the failing code reads (a cell's globals, its functions'):
+        #: looked up in the namespace before any other name
+        self.read_names: dict[str, None] = {}
         #: the user's names this scan was named from (for families that look there)
         self.namespace: Mapping[str, Any] = {}
 
@@ -417,24 +422,16 @@ class Scan:
         self, namespace: Mapping[str, Any], wanted: set[int]
     ) -> list[tuple[str, Any, int]]:
         """``(name, value, category)`` for the public names worth a look: the wanted
-        objects and those with something inside (:data:`WALK`), in namespace order.
+        objects and those with something inside (:data:`WALK`); the names the
+        failing code reads first, then the rest in namespace order, as far as
+        :meth:`_namespace_slice` reads.
 
         A namespace may hold 10,000 tensors beside a few models and batches, and
         this runs right after IPython's traceback has left the CPU caches cold:
         the names are picked at C speed (``map``/``compress``, no bytecode per
         name), each type classified once, and only the names picked cost Python.
         """
-        try:
-            if type(namespace) is dict:
-                keys, values = list(namespace), list(namespace.values())
-            else:
-                items = list(namespace.items())
-                keys, values = list(map(_FIRST, items)), list(map(_SECOND, items))
-        except BaseException as caught:  # a hostile mapping: items() raised, or yielded no pairs
-            contain(caught)
-            return []
-        if len(keys) != len(values):  # changed while read (another thread)
-            return []
+        keys, values, first = self._namespace_slice(namespace)
         types = list(map(type, values))
         try:
             picked = self._picked(values, types, wanted)
@@ -448,8 +445,75 @@ class Scan:
             name = key if type(key) is str else plain_name(key)
             if name is None or name.startswith("_") or name in SKIP_NAMES:
                 continue
+            if index >= first and name in self.read_names:
+                continue  # (read first already)
             out.append((name, value, kinds[id(types[index])][1]))
         return out
+
+    def _namespace_slice(self, namespace: Mapping[str, Any]) -> tuple[list[Any], list[Any], int]:
+        """``(keys, values, first)``: the names the failing code reads (the first
+        ``first``), then the namespace's names in order, up to ``max_names`` of
+        them and while the time budget lasts; read once per scan and namespace.
+
+        The cost follows what the code reads, not what the namespace holds: a
+        million names cost ``max_names``, and the notes say what was left out.
+        """
+        cached = self._slice
+        if cached is not None and cached[0] is namespace:
+            return cached[1], cached[2], cached[3]
+        keys: list[Any] = []
+        values: list[Any] = []
+        plain = type(namespace) is dict
+        for name in self.read_names:
+            try:
+                value = dict.get(namespace, name, _MISSING) if plain else namespace[name]
+            except BaseException as caught:  # a hostile mapping, or a name it does not hold
+                contain(caught)
+                continue
+            if value is not _MISSING:
+                keys.append(name)
+                values.append(value)
+        first = len(keys)
+        limit = self.settings.max_names
+        stopped = False  # by max_names or the time budget, with names left
+        try:
+            if plain:
+                # in chunks at C speed, the budget asked between them
+                names, held = iter(namespace), iter(namespace.values())
+                while True:
+                    size = min(_CHUNK, limit - (len(keys) - first))
+                    if size <= 0 or self.budget.spent():
+                        stopped = len(keys) - first < len(namespace)
+                        break
+                    chunk = list(itertools.islice(names, size))
+                    if not chunk:
+                        break
+                    keys += chunk
+                    values += itertools.islice(held, len(chunk))
+            else:  # a mapping of its own: each item may run its code, the budget asked for each
+                for key, value in namespace.items():
+                    if len(keys) - first >= limit or self.budget.spent():
+                        stopped = True
+                        break
+                    keys.append(key)
+                    values.append(value)
+        except BaseException as caught:  # a hostile mapping, or one changed while read
+            contain(caught)
+            del keys[first:], values[first:]
+        if len(keys) != len(values):  # changed while read (another thread)
+            del keys[first:], values[first:]
+        if stopped:
+            setting = "max_names"
+            if self.budget.spent():
+                setting = "time_budget"
+                if self.budget.note not in self.notes:
+                    self.notes.append(self.budget.note)
+            self._note(
+                f"namespace: only {len(keys) - first:,} of its names were looked at, after "
+                f"the names the failing code reads (the {setting} setting)"
+            )
+        self._slice = (namespace, keys, values, first)
+        return keys, values, first
 
     def _picked(self, values: list[Any], types: list[type], wanted: set[int]) -> list[int]:
         """Indexes of the values that walk or are wanted, at C speed; hashes types."""

@@ -10,6 +10,8 @@ module tree through its registries, the dict through ``dict``'s own methods.
 
 from __future__ import annotations
 
+import itertools
+import operator
 from collections.abc import Mapping
 from typing import Any
 
@@ -21,6 +23,8 @@ __all__ = ["StateDict", "state_dict_for"]
 #: at most this many namespace values and state-dict keys are looked at
 _MAX_NAMES = 2_000
 _MAX_KEYS = 20_000
+
+_VALUE = operator.itemgetter(1)
 
 
 class StateDict:
@@ -60,18 +64,29 @@ def _keys(module: Any) -> tuple[set[str], set[str]] | None:
 def state_dict_for(module: Any, namespace: Mapping[str, Any]) -> StateDict | None:
     """The namespace's state dict for ``module``: a dict of real (not meta) tensors
     holding every parameter key of the module and no key the module lacks."""
-    keys = _keys(module)
-    if keys is None or not keys[0]:
-        return None
-    params, buffers = keys
     try:
-        items = list(namespace.items())[:_MAX_NAMES]
+        items = list(itertools.islice(namespace.items(), _MAX_NAMES))
     except BaseException as caught:
         contain(caught)
         return None
-    for name, value in items:
-        if type(name) is not str or name.startswith("_") or not probe.is_a(value, dict):
+    # the dicts, picked at C speed (a namespace of tensors costs no bytecode per name)
+    try:
+        kinds = {kind for kind in set(map(type, map(_VALUE, items))) if issubclass(kind, dict)}
+        dicts = list(
+            itertools.compress(items, map(kinds.__contains__, map(type, map(_VALUE, items))))
+        )
+    except BaseException as caught:  # a metaclass whose __hash__ raises: one name at a time
+        contain(caught)
+        dicts = [(name, value) for name, value in items if probe.is_a(value, dict)]
+    keys: tuple[set[str], set[str]] | None = None
+    for name, value in dicts:
+        if type(name) is not str or name.startswith("_"):
             continue
+        if keys is None:  # the model's keys, once a dict could hold them (a model's size)
+            keys = _keys(module)
+            if keys is None or not keys[0]:
+                return None
+            params, buffers = keys
         if dict.__len__(value) > _MAX_KEYS or dict.__len__(value) < len(params):
             continue
         found = set(dict.keys(value))
