@@ -16,6 +16,7 @@ import torch
 from cells import Notebook
 
 import ipydevice
+import ipydevice.settings
 from ipydevice.settings import override
 
 CELL_SETUP = """
@@ -88,3 +89,95 @@ def test_a_namespace_slow_to_read_stops_at_the_time_budget() -> None:
     assert "last" not in namespace.read
     assert sum(name.startswith("slow") for name in namespace.read) < 20, namespace.read
     assert any("the time_budget setting" in note for note in d.notes), d.notes
+
+
+WIDE_MODEL = """
+import torch
+import torch.nn as nn
+
+
+class Leaf(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(4, 4, device="meta")
+
+    def forward(self, x):
+        return self.proj(x) + torch.zeros(4)  # on the CPU
+
+
+class Wide(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.blocks = nn.ModuleList([nn.Identity() for _ in range(n)] + [Leaf()])
+
+    def forward(self, x):
+        return self.blocks[-1](x)
+
+
+model = Wide(100_000)
+x = torch.zeros(2, 4, device="meta")
+"""
+
+
+def test_the_failing_submodule_is_named_from_the_self_chain_without_walking_the_model(
+    monkeypatch: Any,
+) -> None:
+    # 100,001 modules; the layer that failed is the last: a walk of max_modules
+    # never reaches it, the frames' ``self`` chain names it.
+    from ipydevice.collect import probe
+
+    nb = Notebook()
+    nb.run(WIDE_MODEL)
+    exc = nb.fails("y = model(x)\n")
+    reads = 0
+    module_dict = probe.module_dict
+
+    def counted(obj: Any) -> Any:
+        nonlocal reads
+        reads += 1
+        return module_dict(obj)
+
+    monkeypatch.setattr(probe, "module_dict", counted)
+    d = ipydevice.diagnose(exc, namespace=nb.ns)
+    assert d.is_device_error
+    assert d.failing_module.startswith("model.blocks[100000]"), d.failing_module
+    # the model's registries read about max_modules times, not once per module
+    limit = ipydevice.settings.current().max_modules
+    assert reads < 2 * limit, reads
+
+
+def test_a_model_is_walked_once_however_deep_the_failing_chain(monkeypatch: Any) -> None:
+    # model -> blocks[0] -> inner -> leaf: the views of the inner modules are cut
+    # out of the model's, each module's registries read once.
+    from ipydevice.collect import probe
+
+    nb = Notebook()
+    nb.run(
+        WIDE_MODEL.replace("model = Wide(100_000)", "")
+        + """
+class Nest(nn.Module):
+    def __init__(self, depth):
+        super().__init__()
+        self.inner = Nest(depth - 1) if depth else Leaf()
+        self.side = nn.ModuleList([nn.Linear(2, 2) for _ in range(50)])
+
+    def forward(self, x):
+        return self.inner(x)
+
+
+model = Nest(6)
+"""
+    )
+    exc = nb.fails("y = model(x)\n")
+    seen: list[int] = []
+    module_dict = probe.module_dict
+
+    def counted(obj: Any) -> Any:
+        seen.append(id(obj))
+        return module_dict(obj)
+
+    monkeypatch.setattr(probe, "module_dict", counted)
+    d = ipydevice.diagnose(exc, namespace=nb.ns)
+    assert d.failing_module.startswith("model" + ".inner" * 6), d.failing_module
+    modules = len(list(nb.ns["model"].modules()))
+    assert len(seen) < 2 * modules, (len(seen), modules)

@@ -81,6 +81,10 @@ class Scan:
         self._warned: set[str] = set()
         self._walk_kinds: dict[int, tuple[type, int, bool]] = {}
         self._tensor_types: set[int] = set()
+        #: module trees walked ahead (:meth:`prewalk`), and where their submodules are
+        self._walked: dict[int, tuple[Any, ModuleView]] = {}
+        self._within: dict[int, tuple[Any, Path]] = {}
+        self._unwalked: dict[int, list[Path]] = {}
         #: wall-clock time for the whole scan (see probe.Budget), from now
         self.budget = probe.Budget(settings.time_budget)
         self._facts = FactsCache(self.budget, self.notes)
@@ -169,26 +173,12 @@ class Scan:
 
     def _module_view(self, owner: Entry) -> ModuleView:
         module, path = owner.obj, owner.path
-        view = ModuleView(placement=self._facts.placement)
-        count = 0
-        stack: list[tuple[Any, Path]] = [(module, ())]
-        seen: set[int] = set()
-        while stack:
-            current, rel = stack.pop()
-            if id(current) in seen:
-                continue
-            seen.add(id(current))
-            count += 1
-            if count > self.settings.max_modules:
-                view.truncated = True
-                self._note(
-                    f"{format_path(path)}: only the first {self.settings.max_modules} submodules were scanned"
-                )
-                break
-            children = self._module_level(current, rel, view)
-            if rel:
-                view.submodules.append((rel, current))
-            stack.extend(reversed(children))
+        view = self._known_view(module)
+        if view is None:
+            view = self._walk_module(module)
+        if view.truncated:
+            limit = self.settings.max_modules
+            self._note(f"{format_path(path)}: only the first {limit} submodules were scanned")
         for rel, tensor, kind in view.registered:
             self._record_part(tensor, (*path, *rel), owner, kind)
         for rel, tensor, _ in view.attributes:
@@ -197,6 +187,97 @@ class Scan:
         for rel, module in [*view.submodules, *held]:
             self._adopt(module, (*path, *rel), owner)
         return view
+
+    def _walk_module(self, module: Any) -> ModuleView:
+        """The tree of ``module``, depth first, up to ``max_modules`` submodules."""
+        view = ModuleView(placement=self._facts.placement)
+        count = 0
+        stack: list[tuple[Any, Path]] = [(module, ())]
+        seen: set[int] = set()
+        limit = self.settings.max_modules
+        while stack:
+            current, rel = stack.pop()
+            if id(current) in seen:
+                continue
+            seen.add(id(current))
+            # A submodule this scan has walked already (the frames are scanned
+            # innermost first: a layer, then its block, then the model) is spliced
+            # in, not walked again: a model costs its modules once, however deep
+            # the failing chain.
+            inner = self.entries.get(id(current)) if rel else None
+            done = inner.module if inner is not None and inner.obj is current else None
+            if done is not None:
+                view.submodules.append((rel, current))
+                _splice(view, done, rel)
+                seen.update(id(m) for _, m in done.submodules)
+                view.truncated |= done.truncated
+                continue
+            count += 1
+            if count > limit:
+                view.truncated = True
+                # where the walk stopped: a subtree above none of them is whole
+                self._unwalked[id(view)] = [rel, *(r for _, r in stack)]
+                break
+            children = self._module_level(current, rel, view)
+            if rel:
+                view.submodules.append((rel, current))
+            stack.extend(reversed(children))
+        return view
+
+    def prewalk(self, module: Any) -> None:
+        """Walks ``module``, the outermost module of the failing call, before the
+        frames inside it are scanned: the views of the modules it holds (the
+        failing block, its layer) are then cut out of its view, not walked again,
+        so a model costs ``max_modules`` however deep the failing chain."""
+        if id(module) in self._walked or id(module) in self.entries or not probe.is_module(module):
+            return
+        view = self._walk_module(module)
+        self._walked[id(module)] = (module, view)
+        for rel, sub in view.submodules:
+            self._within.setdefault(id(sub), (module, rel))
+
+    def _known_view(self, module: Any) -> ModuleView | None:
+        """The view :meth:`prewalk` made of ``module``, or cut out of the one it made
+        of a module holding it; None when neither holds it."""
+        walked = self._walked.get(id(module))
+        if walked is not None and walked[0] is module:
+            return walked[1]
+        within = self._within.get(id(module))
+        if within is None:
+            return None
+        top, rel = within
+        whole = self._walked[id(top)][1]
+        size = len(rel)
+        cut = any(r[:size] == rel for r in self._unwalked.get(id(whole), ()))
+        view = ModuleView(placement=self._facts.placement, truncated=cut)
+        view.dispatch_device = dispatch_device(probe.module_dict(module).get("hf_device_map"))
+        view.registered = [(r[size:], t, k) for r, t, k in whole.registered if r[:size] == rel]
+        view.attributes = [(r[size:], t, m) for r, t, m in whole.attributes if r[:size] == rel]
+        view.submodules = [
+            (r[size:], m) for r, m in whole.submodules if r[:size] == rel and len(r) > size
+        ]
+        view.held = [(r[size:], v) for r, v in whole.held if r[:size] == rel]
+        view.plain_lists = [
+            (r[size:], [(p[size:], m) for p, m in members], holder)
+            for r, members, holder in whole.plain_lists
+            if r[:size] == rel
+        ]
+        return view
+
+    def adopt_chain(self, modules: list[Any]) -> None:
+        """Names the modules of the failing call from its frames' ``self`` chain,
+        outermost first: each is found among the submodules of the one before (two
+        levels down at most: ``self.layers[3]``), by identity, at C speed, however
+        big the model. A model walked only up to ``max_modules`` still names the
+        layer that failed (``model.layers[31]``)."""
+        for outer, inner in itertools.pairwise(modules):
+            entry = self.entries.get(id(inner))
+            above = self.entries.get(id(outer))
+            if entry is None or above is None or entry.owner is not None or entry.named:
+                continue
+            rel = _path_to(outer, inner, self.settings.max_items)
+            if rel is not None:
+                self._adopt(inner, (*above.path, *rel), above)
 
     def _adopt(self, module: Any, path: Path, owner: Entry) -> None:
         """A submodule scanned on its own (a failing layer) belongs to its model."""
@@ -619,6 +700,45 @@ class Scan:
 
 
 # -- helpers ----------------------------------------------------------------------------
+
+
+def _splice(view: ModuleView, done: ModuleView, rel: Path) -> None:
+    """What ``done`` (the view of the submodule at ``rel``) holds, into ``view``."""
+    view.registered += [((*rel, *r), t, kind) for r, t, kind in done.registered]
+    view.attributes += [((*rel, *r), t, m) for r, t, m in done.attributes]
+    view.submodules += [((*rel, *r), m) for r, m in done.submodules]
+    view.held += [((*rel, *r), v) for r, v in done.held]
+    view.plain_lists += [
+        ((*rel, *r), [((*rel, *p), m) for p, m in members], holder)
+        for r, members, holder in done.plain_lists
+    ]
+
+
+def _path_to(outer: Any, inner: Any, limit: int) -> Path | None:
+    """The steps from module ``outer`` to its submodule ``inner``, one or two levels
+    down, found by identity over the registries (no user code, no ``__eq__``)."""
+    level = [((), outer)]
+    for _ in range(2):
+        below = []
+        for rel, module in level:
+            children = probe.module_dict(module).get("_modules")
+            if type(children) is not dict:
+                continue
+            try:
+                index = list(map(id, dict.values(children))).index(id(inner))
+            except ValueError:
+                if not rel:  # the containers one level down (a ModuleList of layers)
+                    container = probe.class_name(module)
+                    below += [
+                        ((child_step(container, name),), child)
+                        for name, child in itertools.islice(dict.items(children), limit)
+                        if child is not None
+                    ]
+                continue
+            name = list(dict.keys(children))[index]
+            return (*rel, child_step(probe.class_name(module), name))
+        level = below
+    return None
 
 
 def _unremarkable_part(entry: Entry) -> bool:

@@ -37,16 +37,17 @@ class StateDict:
         self.device = device
 
 
-def _keys(module: Any) -> tuple[set[str], set[str]] | None:
-    """(parameter keys, buffer keys) of ``module``'s state dict, by its registries."""
+def _keys(module: Any, most: int = _MAX_KEYS) -> tuple[set[str], set[str]] | None:
+    """(parameter keys, buffer keys) of ``module``'s state dict, by its registries;
+    None past ``most`` keys (no dict at hand holds them all: the walk stops there)."""
     params: set[str] = set()
     buffers: set[str] = set()
     stack: list[tuple[str, Any]] = [("", module)]
     seen: set[int] = set()
     while stack:
         prefix, current = stack.pop()
-        if id(current) in seen or len(params) + len(buffers) > _MAX_KEYS:
-            return None if len(params) + len(buffers) > _MAX_KEYS else (params, buffers)
+        if id(current) in seen or len(params) + len(buffers) > most:
+            return None if len(params) + len(buffers) > most else (params, buffers)
         seen.add(id(current))
         state = probe.module_dict(current)
         for slot, into in (("_parameters", params), ("_buffers", buffers)):
@@ -78,15 +79,23 @@ def state_dict_for(module: Any, namespace: Mapping[str, Any]) -> StateDict | Non
     except BaseException as caught:  # a metaclass whose __hash__ raises: one name at a time
         contain(caught)
         dicts = [(name, value) for name, value in items if probe.is_a(value, dict)]
-    keys: tuple[set[str], set[str]] | None = None
+    # the dicts that could be state dicts: string keys to tensors, at most _MAX_KEYS
+    dicts = [
+        (name, value)
+        for name, value in dicts
+        if type(name) is str
+        and not name.startswith("_")
+        and 0 < dict.__len__(value) <= _MAX_KEYS
+        and probe.is_tensor(next(iter(dict.values(value))))
+    ]
+    if not dicts:
+        return None
+    # the model's keys, as many as the biggest dict holds (a model's size otherwise)
+    keys = _keys(module, max(dict.__len__(value) for _, value in dicts))
+    if keys is None or not keys[0]:
+        return None
+    params, buffers = keys
     for name, value in dicts:
-        if type(name) is not str or name.startswith("_"):
-            continue
-        if keys is None:  # the model's keys, once a dict could hold them (a model's size)
-            keys = _keys(module)
-            if keys is None or not keys[0]:
-                return None
-            params, buffers = keys
         if dict.__len__(value) > _MAX_KEYS or dict.__len__(value) < len(params):
             continue
         found = set(dict.keys(value))
