@@ -8,9 +8,11 @@ the two alternating in each round, for:
 
 * **namespace**: 100, 10k, 100k and 1M names (one in ten a tensor, the others
   ints and strings) beside a small model on ``meta`` whose layer adds a CPU mask;
-* **modules**: the same error in a model on ``meta`` of about 16, 1k, 10k and 100k
-  modules (a tree ten wide of ``nn.Linear`` leaves: the failing chain is one
-  level deeper each time the model is ten times bigger);
+* **modules**: the same error in a model on ``meta`` of about 1k, 10k and 100k
+  modules, 100 blocks of ever more experts (a mixture of experts: the failing chain,
+  the model, its last block and the block's leaf, stays as it is), and in a tree
+  ten wide of 16 to 100k modules (the failing chain one level deeper each time the
+  model is ten times bigger: each module on it has its own view);
 * **depth**: the error raised 1, 10 and 100 user frames down (a recursion);
 * **history**: after 10, 1,000 and 10,000 cells run in the session.
 
@@ -54,6 +56,28 @@ class Tree(nn.Module):
 
     def forward(self, x):
         return self.parts[0](x)
+
+
+class Block(nn.Module):
+    def __init__(self, experts):
+        super().__init__()
+        self.leaf = Leaf()
+        self.experts = nn.ModuleList([nn.Linear(4, 4, device="meta") for _ in range(experts)])
+
+    def forward(self, x):
+        return self.leaf(x)
+
+
+class MoE(nn.Module):
+    # 100 blocks of experts: the model grows wide, the failing chain (the model,
+    # layers[99], its leaf) stays as it is
+
+    def __init__(self, n):
+        super().__init__()
+        self.layers = nn.ModuleList([Block(max(0, n // 100 - 3)) for _ in range(100)])
+
+    def forward(self, x):
+        return self.layers[-1](x)
 
 
 def deep(model, x, depth):
@@ -154,7 +178,7 @@ def main() -> None:
         exc = failing(shell, "y = model(x)")
         got = measure(shell, exc, rounds)
         unpad(ns, count - 100)
-        rows.append((label(count), got["handler"], got["stock"]))
+        rows.append((label(count), got["handler"] * 1000, got["stock"] * 1000))
         figures[f"names_{label(count)}_handler_ms"] = ms(got["handler"])
         figures[f"names_{label(count)}_vs_traceback"] = round(got["handler"] / got["stock"], 3)
         figures[f"names_{label(count)}_truncated"] = bool(got["truncated"])
@@ -163,19 +187,22 @@ def main() -> None:
     names_ratio = rows[-1][1] / rows[0][1]
     figures["names_1M_over_100"] = round(names_ratio, 2)
 
-    # modules: ever bigger models
-    rows = []
-    for count in MODULES:
-        shell.run_cell(f"model = Tree({count})")
-        exc = failing(shell, "y = model(x)")
-        got = measure(shell, exc, rounds)
-        rows.append((label(count), got["handler"], got["stock"]))
-        figures[f"modules_{label(count)}_handler_ms"] = ms(got["handler"])
-        figures[f"modules_{label(count)}_vs_traceback"] = round(got["handler"] / got["stock"], 3)
-        del exc
-    plot += ["", *bars("modules (the model's size, about)", rows)]
-    modules_ratio = rows[-1][1] / rows[-2][1]
-    figures["modules_100k_over_10k"] = round(modules_ratio, 2)
+    # modules: ever bigger models, wide (the goal) and deep (a tree)
+    for shape, sizes in (("MoE", MODULES[1:]), ("Tree", MODULES)):
+        rows = []
+        for count in sizes:
+            shell.run_cell(f"model = {shape}({count})")
+            exc = failing(shell, "y = model(x)")
+            got = measure(shell, exc, rounds)
+            rows.append((label(count), got["handler"] * 1000, got["stock"] * 1000))
+            key = f"{shape.lower()}_{label(count)}"
+            figures[f"{key}_handler_ms"] = ms(got["handler"])
+            figures[f"{key}_vs_traceback"] = round(got["handler"] / got["stock"], 3)
+            del exc
+        what = "100 blocks of experts" if shape == "MoE" else "a tree ten wide"
+        plot += ["", *bars(f"modules, {what} (the model's size, about)", rows)]
+        figures[f"{shape.lower()}_100k_over_10k"] = round(rows[-1][1] / rows[-2][1], 2)
+    modules_ratio = figures["moe_100k_over_10k"]
 
     # depth: the error deep in user frames
     shell.run_cell("model = Tree(16)")
@@ -183,7 +210,7 @@ def main() -> None:
     for depth in DEPTHS:
         exc = failing(shell, f"y = deep(model, x, {depth})")
         got = measure(shell, exc, rounds)
-        rows.append((str(depth), got["handler"], got["stock"]))
+        rows.append((str(depth), got["handler"] * 1000, got["stock"] * 1000))
         figures[f"depth_{depth}_handler_ms"] = ms(got["handler"])
         figures[f"depth_{depth}_vs_traceback"] = round(got["handler"] / got["stock"], 3)
         del exc
@@ -199,7 +226,7 @@ def main() -> None:
         done = count
         exc = failing(shell, "y = model(x)")
         got = measure(shell, exc, rounds)
-        rows.append((label(count), got["handler"], got["stock"]))
+        rows.append((label(count), got["handler"] * 1000, got["stock"] * 1000))
         figures[f"history_{label(count)}_handler_ms"] = ms(got["handler"])
         figures[f"history_{label(count)}_vs_traceback"] = round(got["handler"] / got["stock"], 3)
         del exc
@@ -214,9 +241,10 @@ def main() -> None:
             "met": met,
             "headline": (
                 f"1M names {names_ratio:.2f}x the 100-name handler "
-                f"({rows and figures['names_1M_handler_ms']} ms); "
+                f"({figures['names_1M_handler_ms']} ms); "
                 f"100k modules {modules_ratio:.2f}x 10k "
-                f"({figures['modules_100k_handler_ms']} ms)"
+                f"({figures['moe_100k_handler_ms']} ms; a tree ten wide "
+                f"{figures['tree_100k_over_10k']:.2f}x)"
             ),
             "figures": figures,
             "plot": plot,
