@@ -25,30 +25,26 @@ from ipydevice.collect.entries import (
     FactsCache,
     ModuleView,
     OptimizerView,
-    dispatch_device,
     optimizer_view,
     reads_part_of,
     record_of,
     shares_of,
 )
+from ipydevice.collect.namespace import read_slice
 from ipydevice.collect.paths import Path, format_path
+from ipydevice.collect.views import ModuleWalks
 from ipydevice.collect.walk import (
     ATOM_IDS,
     SKIP,
     UNWALKED_TYPES,
     WALK,
-    child_step,
     classify,
     container_items,
-    held_modules,
     is_container,
     is_to_batch,
     kind_of,
     module_children,
-    named_items,
-    only_usual_attributes,
     plain_name,
-    public_items,
 )
 from ipydevice.model import ObjectRecord
 from ipydevice.settings import Settings
@@ -65,12 +61,8 @@ SKIP_NAMES = frozenset({"In", "Out", "exit", "quit", "get_ipython"})
 
 _BUDGET_NOTE = "scan stopped after {} objects"
 
-_MISSING = object()
-#: namespace names read at C speed between two looks at the clock
-_CHUNK = 8192
 
-
-class Scan:
+class Scan(ModuleWalks):
     """Collects entries from frames and namespaces, then names and records them."""
 
     def __init__(self, settings: Settings) -> None:
@@ -170,188 +162,6 @@ class Scan:
             entry.path, entry.owner, entry.container = (*parent.path, step), parent, parent.obj
         entry.operand |= bool(flags.get("operand"))
         entry.on_line |= bool(flags.get("on_line"))
-
-    def _module_view(self, owner: Entry) -> ModuleView:
-        module, path = owner.obj, owner.path
-        view = self._known_view(module)
-        if view is None:
-            view = self._walk_module(module)
-        if view.truncated:
-            limit = self.settings.max_modules
-            self._note(f"{format_path(path)}: only the first {limit} submodules were scanned")
-        for rel, tensor, kind in view.registered:
-            self._record_part(tensor, (*path, *rel), owner, kind)
-        for rel, tensor, _ in view.attributes:
-            self._record_part(tensor, (*path, *rel), owner, "attribute")
-        held = [(rel, module) for _, members, _ in view.plain_lists for rel, module in members]
-        for rel, module in [*view.submodules, *held]:
-            self._adopt(module, (*path, *rel), owner)
-        return view
-
-    def _walk_module(self, module: Any) -> ModuleView:
-        """The tree of ``module``, depth first, up to ``max_modules`` submodules."""
-        view = ModuleView(placement=self._facts.placement)
-        count = 0
-        stack: list[tuple[Any, Path]] = [(module, ())]
-        seen: set[int] = set()
-        limit = self.settings.max_modules
-        while stack:
-            current, rel = stack.pop()
-            if id(current) in seen:
-                continue
-            seen.add(id(current))
-            # A submodule this scan has walked already (the frames are scanned
-            # innermost first: a layer, then its block, then the model) is spliced
-            # in, not walked again: a model costs its modules once, however deep
-            # the failing chain.
-            inner = self.entries.get(id(current)) if rel else None
-            done = inner.module if inner is not None and inner.obj is current else None
-            if done is not None:
-                view.submodules.append((rel, current))
-                _splice(view, done, rel)
-                seen.update(id(m) for _, m in done.submodules)
-                view.truncated |= done.truncated
-                continue
-            count += 1
-            if count > limit:
-                view.truncated = True
-                # where the walk stopped: a subtree above none of them is whole
-                self._unwalked[id(view)] = [rel, *(r for _, r in stack)]
-                break
-            children = self._module_level(current, rel, view)
-            if rel:
-                view.submodules.append((rel, current))
-            stack.extend(reversed(children))
-        return view
-
-    def prewalk(self, module: Any) -> None:
-        """Walks ``module``, the outermost module of the failing call, before the
-        frames inside it are scanned: the views of the modules it holds (the
-        failing block, its layer) are then cut out of its view, not walked again,
-        so a model costs ``max_modules`` however deep the failing chain."""
-        if id(module) in self._walked or id(module) in self.entries or not probe.is_module(module):
-            return
-        view = self._walk_module(module)
-        self._walked[id(module)] = (module, view)
-        for rel, sub in view.submodules:
-            self._within.setdefault(id(sub), (module, rel))
-
-    def _known_view(self, module: Any) -> ModuleView | None:
-        """The view :meth:`prewalk` made of ``module``, or cut out of the one it made
-        of a module holding it; None when neither holds it."""
-        walked = self._walked.get(id(module))
-        if walked is not None and walked[0] is module:
-            return walked[1]
-        within = self._within.get(id(module))
-        if within is None:
-            return None
-        top, rel = within
-        whole = self._walked[id(top)][1]
-        size = len(rel)
-        cut = any(r[:size] == rel for r in self._unwalked.get(id(whole), ()))
-        view = ModuleView(placement=self._facts.placement, truncated=cut)
-        view.dispatch_device = dispatch_device(probe.module_dict(module).get("hf_device_map"))
-        view.registered = [(r[size:], t, k) for r, t, k in whole.registered if r[:size] == rel]
-        view.attributes = [(r[size:], t, m) for r, t, m in whole.attributes if r[:size] == rel]
-        view.submodules = [
-            (r[size:], m) for r, m in whole.submodules if r[:size] == rel and len(r) > size
-        ]
-        view.held = [(r[size:], v) for r, v in whole.held if r[:size] == rel]
-        view.plain_lists = [
-            (r[size:], [(p[size:], m) for p, m in members], holder)
-            for r, members, holder in whole.plain_lists
-            if r[:size] == rel
-        ]
-        return view
-
-    def adopt_chain(self, modules: list[Any]) -> None:
-        """Names the modules of the failing call from its frames' ``self`` chain,
-        outermost first: each is found among the submodules of the one before (two
-        levels down at most: ``self.layers[3]``), by identity, at C speed, however
-        big the model. A model walked only up to ``max_modules`` still names the
-        layer that failed (``model.layers[31]``)."""
-        for outer, inner in itertools.pairwise(modules):
-            entry = self.entries.get(id(inner))
-            above = self.entries.get(id(outer))
-            if entry is None or above is None or entry.owner is not None or entry.named:
-                continue
-            rel = _path_to(outer, inner, self.settings.max_items)
-            if rel is not None:
-                self._adopt(inner, (*above.path, *rel), above)
-
-    def _adopt(self, module: Any, path: Path, owner: Entry) -> None:
-        """A submodule scanned on its own (a failing layer) belongs to its model."""
-        entry = self.entries.get(id(module))
-        if entry is not None and entry is not owner and entry.owner is None and not entry.named:
-            entry.owner, entry.where = owner, owner.where
-            # What it holds was recorded under its old path (``self`` of its own
-            # frame, which every method frame shares): rebase it, or a layer's
-            # attention would become ``model.self_attn`` instead of
-            # ``model.layers[0].self_attn`` once ``model`` is named.
-            self._rebase(entry, path)
-
-    def _module_level(self, module: Any, rel: Path, view: ModuleView) -> list[tuple[Any, Path]]:
-        """One module of a tree: its registered tensors and what ``.to()`` misses
-        into ``view``; returns its submodules. Every module of a model pays this."""
-        state = probe.module_dict(module)
-        if not view.dispatch_device and not rel:
-            view.dispatch_device = dispatch_device(state.get("hf_device_map"))
-        limit = self.settings.max_items
-        registered = view.registered
-        tensor_types = self._tensor_types
-        for slot, kind in (("_parameters", "parameter"), ("_buffers", "buffer")):
-            for name, tensor in named_items(state.get(slot), limit):
-                if id(type(tensor)) in tensor_types or self._is_tensor(tensor):
-                    registered.append(((*rel, ("attr", name)), tensor, kind))
-        children = []
-        submodules = named_items(state.get("_modules"), limit)
-        if submodules:
-            container = probe.class_name(module)
-            for name, child in submodules:
-                if child is not None:
-                    children.append((child, (*rel, child_step(container, name))))
-        if only_usual_attributes(module, state):
-            return children  # nn.Linear & co. with nothing the user added
-        for name, value in public_items(state, self.settings.max_items):
-            if probe.is_tensor(value):
-                view.attributes.append(((*rel, ("attr", name)), value, module))
-            elif probe.is_a(value, (list, tuple, dict)):
-                view.held.append(((*rel, ("attr", name)), value))
-                held = held_modules(value, (*rel, ("attr", name)), self.settings.max_items)
-                if held:
-                    view.plain_lists.append(((*rel, ("attr", name)), held, module))
-            elif probe.is_optimizer(value):
-                view.held.append(((*rel, ("attr", name)), value))
-        return children
-
-    def _is_tensor(self, obj: Any) -> bool:
-        """:func:`probe.is_tensor`, remembering the tensor types met (by id, the
-        types kept alive by the scan's objects) so a model's next parameter costs
-        one set lookup."""
-        if probe.is_tensor(obj):
-            self._tensor_types.add(id(type(obj)))
-            return True
-        return False
-
-    def _record_part(self, tensor: Any, path: Path, owner: Entry, kind: str) -> None:
-        entry = self.entries.get(id(tensor))
-        if entry is None:
-            self.entries[id(tensor)] = Entry(
-                tensor,
-                path,
-                owner.where,
-                kind,
-                parent_kind="module",
-                order=len(self.entries),
-                owner=owner,
-                shared=self._facts,
-            )
-        elif not entry.parent_kind:
-            # First seen as a bare operand (``pos_weight`` of F.binary_cross_entropy_...):
-            # it belongs to this module, which is how the user reaches and moves it.
-            entry.kind, entry.parent_kind, entry.owner = kind, "module", owner
-            if not entry.named:
-                entry.path, entry.where = path, owner.where
 
     # -- naming from the namespace --------------------------------------------------
 
@@ -532,67 +342,14 @@ class Scan:
         return out
 
     def _namespace_slice(self, namespace: Mapping[str, Any]) -> tuple[list[Any], list[Any], int]:
-        """``(keys, values, first)``: the names the failing code reads (the first
-        ``first``), then the namespace's names in order, up to ``max_names`` of
-        them and while the time budget lasts; read once per scan and namespace.
-
-        The cost follows what the code reads, not what the namespace holds: a
-        million names cost ``max_names``, and the notes say what was left out.
-        """
+        """``(keys, values, first)`` (:func:`~ipydevice.collect.namespace.read_slice`),
+        read once per scan and namespace."""
         cached = self._slice
         if cached is not None and cached[0] is namespace:
             return cached[1], cached[2], cached[3]
-        keys: list[Any] = []
-        values: list[Any] = []
-        plain = type(namespace) is dict
-        for name in self.read_names:
-            try:
-                value = dict.get(namespace, name, _MISSING) if plain else namespace[name]
-            except BaseException as caught:  # a hostile mapping, or a name it does not hold
-                contain(caught)
-                continue
-            if value is not _MISSING:
-                keys.append(name)
-                values.append(value)
-        first = len(keys)
-        limit = self.settings.max_names
-        stopped = False  # by max_names or the time budget, with names left
-        try:
-            if plain:
-                # in chunks at C speed, the budget asked between them
-                names, held = iter(namespace), iter(namespace.values())
-                while True:
-                    size = min(_CHUNK, limit - (len(keys) - first))
-                    if size <= 0 or self.budget.spent():
-                        stopped = len(keys) - first < len(namespace)
-                        break
-                    chunk = list(itertools.islice(names, size))
-                    if not chunk:
-                        break
-                    keys += chunk
-                    values += itertools.islice(held, len(chunk))
-            else:  # a mapping of its own: each item may run its code, the budget asked for each
-                for key, value in namespace.items():
-                    if len(keys) - first >= limit or self.budget.spent():
-                        stopped = True
-                        break
-                    keys.append(key)
-                    values.append(value)
-        except BaseException as caught:  # a hostile mapping, or one changed while read
-            contain(caught)
-            del keys[first:], values[first:]
-        if len(keys) != len(values):  # changed while read (another thread)
-            del keys[first:], values[first:]
-        if stopped:
-            setting = "max_names"
-            if self.budget.spent():
-                setting = "time_budget"
-                if self.budget.note not in self.notes:
-                    self.notes.append(self.budget.note)
-            self._note(
-                f"namespace: only {len(keys) - first:,} of its names were looked at, after "
-                f"the names the failing code reads (the {setting} setting)"
-            )
+        keys, values, first = read_slice(
+            namespace, self.read_names, self.settings.max_names, self.budget, self.notes
+        )
         self._slice = (namespace, keys, values, first)
         return keys, values, first
 
@@ -700,45 +457,6 @@ class Scan:
 
 
 # -- helpers ----------------------------------------------------------------------------
-
-
-def _splice(view: ModuleView, done: ModuleView, rel: Path) -> None:
-    """What ``done`` (the view of the submodule at ``rel``) holds, into ``view``."""
-    view.registered += [((*rel, *r), t, kind) for r, t, kind in done.registered]
-    view.attributes += [((*rel, *r), t, m) for r, t, m in done.attributes]
-    view.submodules += [((*rel, *r), m) for r, m in done.submodules]
-    view.held += [((*rel, *r), v) for r, v in done.held]
-    view.plain_lists += [
-        ((*rel, *r), [((*rel, *p), m) for p, m in members], holder)
-        for r, members, holder in done.plain_lists
-    ]
-
-
-def _path_to(outer: Any, inner: Any, limit: int) -> Path | None:
-    """The steps from module ``outer`` to its submodule ``inner``, one or two levels
-    down, found by identity over the registries (no user code, no ``__eq__``)."""
-    level = [((), outer)]
-    for _ in range(2):
-        below = []
-        for rel, module in level:
-            children = probe.module_dict(module).get("_modules")
-            if type(children) is not dict:
-                continue
-            try:
-                index = list(map(id, dict.values(children))).index(id(inner))
-            except ValueError:
-                if not rel:  # the containers one level down (a ModuleList of layers)
-                    container = probe.class_name(module)
-                    below += [
-                        ((child_step(container, name),), child)
-                        for name, child in itertools.islice(dict.items(children), limit)
-                        if child is not None
-                    ]
-                continue
-            name = list(dict.keys(children))[index]
-            return (*rel, child_step(probe.class_name(module), name))
-        level = below
-    return None
 
 
 def _unremarkable_part(entry: Entry) -> bool:
