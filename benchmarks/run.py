@@ -29,7 +29,7 @@ sys.path.insert(0, HERE)
 
 from common import load_average, machine  # noqa: E402
 
-BENCHMARKS = ("load", "idle", "error", "devices", "memory", "session", "kernel")
+BENCHMARKS = ("load", "idle", "error", "devices", "memory", "session", "kernel", "scaling")
 RESULTS_JSON = os.path.join(HERE, "results.json")
 RESULTS_MD = os.path.join(HERE, "RESULTS.md")
 START, END = "<!-- figures:start -->", "<!-- figures:end -->"
@@ -102,6 +102,8 @@ def markdown(results: list[dict[str, Any]], info: dict[str, Any]) -> str:
             out.append(f"| `{key}` | {_cell(value)} |")
         for note in r.get("notes", []):
             out.append(f"\nNote: {note}")
+        if r.get("plot"):
+            out += ["", "```", *r["plot"], "```"]
         if r.get("profile") and not r["met"]:
             out += ["", "cProfile of the diagnosis and renderers (5 runs), by own time:", "", "```"]
             out += r["profile"]

@@ -42,6 +42,8 @@ class Settings:
         max_objects: objects visited in one scan, all roots together.
         max_frames: traceback frames walked, innermost first.
         max_modules: submodules walked in one module tree.
+        max_names: names of the user's namespace looked at in one diagnosis beyond
+            those the failing code reads (those come first, whatever their number).
         max_fixes: fixes proposed in one diagnosis.
         show_library_frames: also list tensors held only by library frames.
         verbosity: ``"Minimal"``, ``"Context"`` or ``"Verbose"``; ``None`` (the
@@ -63,6 +65,7 @@ class Settings:
     max_objects: int = 5000
     max_frames: int = 40
     max_modules: int = 2000
+    max_names: int = 20_000
     max_fixes: int = 6
     show_library_frames: bool = False
     verbosity: str | None = None

@@ -345,17 +345,24 @@ def test_fix_for_a_dataclass_batch() -> None:
 
 def test_huge_namespace_is_bounded() -> None:
     # 200,000 names: naming an orphan (a frame-only tensor) walks the namespace to
-    # its budget, and says so; the inventory lists the first names, and says so.
+    # its budget, and says so; the names the failing code reads come first (``x``,
+    # the last name), the rest up to max_names, and the notes say so; the inventory
+    # lists the first names, and says so.
     namespace: dict[str, Any] = {f"v{i}": [i] for i in range(200_000)}
     namespace["x"] = torch.ones(2)
     with bounded("name_from"):
         scan = Scan(current())
+        scan.read_names = {"run": None, "x": None}
         scan.add(torch.zeros(1), (("local", "orphan"),), "run, line 1", user=True)
         scan.add(namespace["x"], (("local", "t"),), "run, line 1", user=True)
         scan.name_from(namespace)
         names = [r.name for r in scan.records()]
     assert names == ["orphan in run, line 1", "x"]
-    assert scan.notes == [f"scan stopped after {current().max_objects} objects"]
+    assert scan.notes == [
+        f"namespace: only {current().max_names:,} of its names were looked at, after the "
+        "names the failing code reads (the max_names setting)",
+        f"scan stopped after {current().max_objects} objects",
+    ]
     with bounded("inventory"):
         inv = ipydevice.inventory(namespace)
     assert any("names were scanned" in note for note in inv.notes), inv.notes

@@ -8,6 +8,7 @@ and the culprits.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping
 from typing import Any
 
@@ -127,7 +128,7 @@ def _audited_roots(family_id: str | None, namespace: Mapping[str, Any]) -> list[
     if not kinds:
         return []
     try:
-        items = list(namespace.items())[: _settings.current().max_objects]
+        items = list(itertools.islice(namespace.items(), _settings.current().max_objects))
     except BaseException as caught:
         contain(caught)
         return []

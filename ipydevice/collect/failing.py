@@ -13,6 +13,7 @@ from typing import Any
 from ipydevice import settings as _settings
 from ipydevice.collect import probe
 from ipydevice.collect.frames import FrameView, line_operands, method_receivers
+from ipydevice.collect.namespace import code_names
 from ipydevice.collect.scan import Scan
 
 __all__ = ["collect"]
@@ -24,6 +25,9 @@ def collect(
     """Scans what the frames hold, innermost first, then names it from ``namespace``."""
     scan = Scan(settings)
     scan.namespace = namespace
+    # the cell's (or script's) top-level code first, then the functions it called
+    codes = sorted((v for v in views if v.is_user), key=lambda v: not v.is_module_level)
+    scan.read_names = code_names(v.frame.f_code for v in codes)
     user_indexes = [i for i, v in enumerate(views) if v.is_user]
     innermost_user = user_indexes[-1] if user_indexes else -1
     # The call that failed: the innermost frame, and the innermost module forward.
@@ -31,14 +35,28 @@ def collect(
         i for i, v in enumerate(views) if not v.is_user and v.frame.f_code.co_name == "forward"
     ]
     failing = {len(views) - 1, forwards[-1] if forwards else -1}
+    chain = _module_chain(views)
+    if len(chain) > 1:  # the model first: its layers' views are cut out of its own
+        scan.prewalk(chain[0])
     for index in range(len(views) - 1, -1, -1):
         view = views[index]
         if view.is_user:
             _collect_user_frame(scan, view, index, innermost=index == innermost_user)
         elif index > innermost_user:
             _collect_library_frame(scan, view, consumed=index in failing)
+    scan.adopt_chain(chain)
     scan.name_from(namespace, deep=False)  # deeper names: engine.name_in_depth
     return scan
+
+
+def _module_chain(views: list[FrameView]) -> list[Any]:
+    """The modules the failing call ran through, outermost first (each once)."""
+    chain: list[Any] = []
+    for view in views:
+        owner = view.self_object
+        if owner is not None and probe.is_module(owner) and (not chain or chain[-1] is not owner):
+            chain.append(owner)
+    return chain
 
 
 def _collect_user_frame(scan: Scan, view: FrameView, index: int, innermost: bool) -> None:

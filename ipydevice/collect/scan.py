@@ -15,7 +15,6 @@ name and its function (``pos in PosEnc.forward``).
 from __future__ import annotations
 
 import itertools
-import operator
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
@@ -26,30 +25,26 @@ from ipydevice.collect.entries import (
     FactsCache,
     ModuleView,
     OptimizerView,
-    dispatch_device,
     optimizer_view,
     reads_part_of,
     record_of,
     shares_of,
 )
+from ipydevice.collect.namespace import read_slice
 from ipydevice.collect.paths import Path, format_path
+from ipydevice.collect.views import ModuleWalks
 from ipydevice.collect.walk import (
     ATOM_IDS,
     SKIP,
     UNWALKED_TYPES,
     WALK,
-    child_step,
     classify,
     container_items,
-    held_modules,
     is_container,
     is_to_batch,
     kind_of,
     module_children,
-    named_items,
-    only_usual_attributes,
     plain_name,
-    public_items,
 )
 from ipydevice.model import ObjectRecord
 from ipydevice.settings import Settings
@@ -66,10 +61,8 @@ SKIP_NAMES = frozenset({"In", "Out", "exit", "quit", "get_ipython"})
 
 _BUDGET_NOTE = "scan stopped after {} objects"
 
-_FIRST, _SECOND = operator.itemgetter(0), operator.itemgetter(1)
 
-
-class Scan:
+class Scan(ModuleWalks):
     """Collects entries from frames and namespaces, then names and records them."""
 
     def __init__(self, settings: Settings) -> None:
@@ -80,10 +73,18 @@ class Scan:
         self._warned: set[str] = set()
         self._walk_kinds: dict[int, tuple[type, int, bool]] = {}
         self._tensor_types: set[int] = set()
+        #: module trees walked ahead (:meth:`prewalk`), and where their submodules are
+        self._walked: dict[int, tuple[Any, ModuleView]] = {}
+        self._within: dict[int, tuple[Any, Path]] = {}
+        self._unwalked: dict[int, list[Path]] = {}
         #: wall-clock time for the whole scan (see probe.Budget), from now
         self.budget = probe.Budget(settings.time_budget)
         self._facts = FactsCache(self.budget, self.notes)
         self._roots: tuple[Mapping[str, Any], list[tuple[str, Any, int]]] | None = None
+        self._slice: tuple[Mapping[str, Any], list[Any], list[Any], int] | None = None
+        #: the names the failing code reads (a cell's globals, its functions'):
+        #: looked up in the namespace before any other name
+        self.read_names: dict[str, None] = {}
         #: the user's names this scan was named from (for families that look there)
         self.namespace: Mapping[str, Any] = {}
 
@@ -161,111 +162,6 @@ class Scan:
             entry.path, entry.owner, entry.container = (*parent.path, step), parent, parent.obj
         entry.operand |= bool(flags.get("operand"))
         entry.on_line |= bool(flags.get("on_line"))
-
-    def _module_view(self, owner: Entry) -> ModuleView:
-        module, path = owner.obj, owner.path
-        view = ModuleView(placement=self._facts.placement)
-        count = 0
-        stack: list[tuple[Any, Path]] = [(module, ())]
-        seen: set[int] = set()
-        while stack:
-            current, rel = stack.pop()
-            if id(current) in seen:
-                continue
-            seen.add(id(current))
-            count += 1
-            if count > self.settings.max_modules:
-                view.truncated = True
-                self._note(
-                    f"{format_path(path)}: only the first {self.settings.max_modules} submodules were scanned"
-                )
-                break
-            children = self._module_level(current, rel, view)
-            if rel:
-                view.submodules.append((rel, current))
-            stack.extend(reversed(children))
-        for rel, tensor, kind in view.registered:
-            self._record_part(tensor, (*path, *rel), owner, kind)
-        for rel, tensor, _ in view.attributes:
-            self._record_part(tensor, (*path, *rel), owner, "attribute")
-        held = [(rel, module) for _, members, _ in view.plain_lists for rel, module in members]
-        for rel, module in [*view.submodules, *held]:
-            self._adopt(module, (*path, *rel), owner)
-        return view
-
-    def _adopt(self, module: Any, path: Path, owner: Entry) -> None:
-        """A submodule scanned on its own (a failing layer) belongs to its model."""
-        entry = self.entries.get(id(module))
-        if entry is not None and entry is not owner and entry.owner is None and not entry.named:
-            entry.owner, entry.where = owner, owner.where
-            # What it holds was recorded under its old path (``self`` of its own
-            # frame, which every method frame shares): rebase it, or a layer's
-            # attention would become ``model.self_attn`` instead of
-            # ``model.layers[0].self_attn`` once ``model`` is named.
-            self._rebase(entry, path)
-
-    def _module_level(self, module: Any, rel: Path, view: ModuleView) -> list[tuple[Any, Path]]:
-        """One module of a tree: its registered tensors and what ``.to()`` misses
-        into ``view``; returns its submodules. Every module of a model pays this."""
-        state = probe.module_dict(module)
-        if not view.dispatch_device and not rel:
-            view.dispatch_device = dispatch_device(state.get("hf_device_map"))
-        limit = self.settings.max_items
-        registered = view.registered
-        tensor_types = self._tensor_types
-        for slot, kind in (("_parameters", "parameter"), ("_buffers", "buffer")):
-            for name, tensor in named_items(state.get(slot), limit):
-                if id(type(tensor)) in tensor_types or self._is_tensor(tensor):
-                    registered.append(((*rel, ("attr", name)), tensor, kind))
-        children = []
-        submodules = named_items(state.get("_modules"), limit)
-        if submodules:
-            container = probe.class_name(module)
-            for name, child in submodules:
-                if child is not None:
-                    children.append((child, (*rel, child_step(container, name))))
-        if only_usual_attributes(module, state):
-            return children  # nn.Linear & co. with nothing the user added
-        for name, value in public_items(state, self.settings.max_items):
-            if probe.is_tensor(value):
-                view.attributes.append(((*rel, ("attr", name)), value, module))
-            elif probe.is_a(value, (list, tuple, dict)):
-                view.held.append(((*rel, ("attr", name)), value))
-                held = held_modules(value, (*rel, ("attr", name)), self.settings.max_items)
-                if held:
-                    view.plain_lists.append(((*rel, ("attr", name)), held, module))
-            elif probe.is_optimizer(value):
-                view.held.append(((*rel, ("attr", name)), value))
-        return children
-
-    def _is_tensor(self, obj: Any) -> bool:
-        """:func:`probe.is_tensor`, remembering the tensor types met (by id, the
-        types kept alive by the scan's objects) so a model's next parameter costs
-        one set lookup."""
-        if probe.is_tensor(obj):
-            self._tensor_types.add(id(type(obj)))
-            return True
-        return False
-
-    def _record_part(self, tensor: Any, path: Path, owner: Entry, kind: str) -> None:
-        entry = self.entries.get(id(tensor))
-        if entry is None:
-            self.entries[id(tensor)] = Entry(
-                tensor,
-                path,
-                owner.where,
-                kind,
-                parent_kind="module",
-                order=len(self.entries),
-                owner=owner,
-                shared=self._facts,
-            )
-        elif not entry.parent_kind:
-            # First seen as a bare operand (``pos_weight`` of F.binary_cross_entropy_...):
-            # it belongs to this module, which is how the user reaches and moves it.
-            entry.kind, entry.parent_kind, entry.owner = kind, "module", owner
-            if not entry.named:
-                entry.path, entry.where = path, owner.where
 
     # -- naming from the namespace --------------------------------------------------
 
@@ -417,24 +313,16 @@ class Scan:
         self, namespace: Mapping[str, Any], wanted: set[int]
     ) -> list[tuple[str, Any, int]]:
         """``(name, value, category)`` for the public names worth a look: the wanted
-        objects and those with something inside (:data:`WALK`), in namespace order.
+        objects and those with something inside (:data:`WALK`); the names the
+        failing code reads first, then the rest in namespace order, as far as
+        :meth:`_namespace_slice` reads.
 
         A namespace may hold 10,000 tensors beside a few models and batches, and
         this runs right after IPython's traceback has left the CPU caches cold:
         the names are picked at C speed (``map``/``compress``, no bytecode per
         name), each type classified once, and only the names picked cost Python.
         """
-        try:
-            if type(namespace) is dict:
-                keys, values = list(namespace), list(namespace.values())
-            else:
-                items = list(namespace.items())
-                keys, values = list(map(_FIRST, items)), list(map(_SECOND, items))
-        except BaseException as caught:  # a hostile mapping: items() raised, or yielded no pairs
-            contain(caught)
-            return []
-        if len(keys) != len(values):  # changed while read (another thread)
-            return []
+        keys, values, first = self._namespace_slice(namespace)
         types = list(map(type, values))
         try:
             picked = self._picked(values, types, wanted)
@@ -448,8 +336,22 @@ class Scan:
             name = key if type(key) is str else plain_name(key)
             if name is None or name.startswith("_") or name in SKIP_NAMES:
                 continue
+            if index >= first and name in self.read_names:
+                continue  # (read first already)
             out.append((name, value, kinds[id(types[index])][1]))
         return out
+
+    def _namespace_slice(self, namespace: Mapping[str, Any]) -> tuple[list[Any], list[Any], int]:
+        """``(keys, values, first)`` (:func:`~ipydevice.collect.namespace.read_slice`),
+        read once per scan and namespace."""
+        cached = self._slice
+        if cached is not None and cached[0] is namespace:
+            return cached[1], cached[2], cached[3]
+        keys, values, first = read_slice(
+            namespace, self.read_names, self.settings.max_names, self.budget, self.notes
+        )
+        self._slice = (namespace, keys, values, first)
+        return keys, values, first
 
     def _picked(self, values: list[Any], types: list[type], wanted: set[int]) -> list[int]:
         """Indexes of the values that walk or are wanted, at C speed; hashes types."""

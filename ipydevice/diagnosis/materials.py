@@ -10,6 +10,8 @@ module tree through its registries, the dict through ``dict``'s own methods.
 
 from __future__ import annotations
 
+import itertools
+import operator
 from collections.abc import Mapping
 from typing import Any
 
@@ -22,6 +24,8 @@ __all__ = ["StateDict", "state_dict_for"]
 _MAX_NAMES = 2_000
 _MAX_KEYS = 20_000
 
+_VALUE = operator.itemgetter(1)
+
 
 class StateDict:
     """A state dict found for a model: its namespace name and its tensors' device."""
@@ -33,16 +37,17 @@ class StateDict:
         self.device = device
 
 
-def _keys(module: Any) -> tuple[set[str], set[str]] | None:
-    """(parameter keys, buffer keys) of ``module``'s state dict, by its registries."""
+def _keys(module: Any, most: int = _MAX_KEYS) -> tuple[set[str], set[str]] | None:
+    """(parameter keys, buffer keys) of ``module``'s state dict, by its registries;
+    None past ``most`` keys (no dict at hand holds them all: the walk stops there)."""
     params: set[str] = set()
     buffers: set[str] = set()
     stack: list[tuple[str, Any]] = [("", module)]
     seen: set[int] = set()
     while stack:
         prefix, current = stack.pop()
-        if id(current) in seen or len(params) + len(buffers) > _MAX_KEYS:
-            return None if len(params) + len(buffers) > _MAX_KEYS else (params, buffers)
+        if id(current) in seen or len(params) + len(buffers) > most:
+            return None if len(params) + len(buffers) > most else (params, buffers)
         seen.add(id(current))
         state = probe.module_dict(current)
         for slot, into in (("_parameters", params), ("_buffers", buffers)):
@@ -60,24 +65,39 @@ def _keys(module: Any) -> tuple[set[str], set[str]] | None:
 def state_dict_for(module: Any, namespace: Mapping[str, Any]) -> StateDict | None:
     """The namespace's state dict for ``module``: a dict of real (not meta) tensors
     holding every parameter key of the module and no key the module lacks."""
-    keys = _keys(module)
-    if keys is None or not keys[0]:
-        return None
-    params, buffers = keys
     try:
-        items = list(namespace.items())
+        # the bound is on public names: IPython adds _i<N> for every cell run
+        public = ((n, v) for n, v in namespace.items() if type(n) is str and n[:1] != "_")
+        items = list(itertools.islice(public, _MAX_NAMES))
     except BaseException as caught:
         contain(caught)
         return None
-    public = 0  # the bound is on public names: IPython adds _i<N> for every cell run
-    for name, value in items:
-        if type(name) is not str or name.startswith("_"):
-            continue
-        public += 1
-        if public > _MAX_NAMES:
-            break
-        if not probe.is_a(value, dict):
-            continue
+    # the dicts, picked at C speed (a namespace of tensors costs no bytecode per name)
+    try:
+        kinds = {kind for kind in set(map(type, map(_VALUE, items))) if issubclass(kind, dict)}
+        dicts = list(
+            itertools.compress(items, map(kinds.__contains__, map(type, map(_VALUE, items))))
+        )
+    except BaseException as caught:  # a metaclass whose __hash__ raises: one name at a time
+        contain(caught)
+        dicts = [(name, value) for name, value in items if probe.is_a(value, dict)]
+    # the dicts that could be state dicts: string keys to tensors, at most _MAX_KEYS
+    dicts = [
+        (name, value)
+        for name, value in dicts
+        if type(name) is str
+        and not name.startswith("_")
+        and 0 < dict.__len__(value) <= _MAX_KEYS
+        and probe.is_tensor(next(iter(dict.values(value))))
+    ]
+    if not dicts:
+        return None
+    # the model's keys, as many as the biggest dict holds (a model's size otherwise)
+    keys = _keys(module, max(dict.__len__(value) for _, value in dicts))
+    if keys is None or not keys[0]:
+        return None
+    params, buffers = keys
+    for name, value in dicts:
         if dict.__len__(value) > _MAX_KEYS or dict.__len__(value) < len(params):
             continue
         found = set(dict.keys(value))

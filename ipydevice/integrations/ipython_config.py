@@ -24,6 +24,7 @@ SETTING_TRAITS = (
     "max_objects",
     "max_frames",
     "max_modules",
+    "max_names",
     "max_fixes",
     "show_library_frames",
     "time_budget",
@@ -96,6 +97,9 @@ class IPyDevice(Configurable):
     max_objects = _limit("Objects visited in one scan.")
     max_frames = _limit("Traceback frames walked, innermost first.")
     max_modules = _limit("Submodules walked in one module tree.")
+    max_names = _limit(
+        "Namespace names looked at in one diagnosis beyond those the failing code reads."
+    )
     max_fixes = _limit("Fixes proposed in one diagnosis.")
     show_library_frames = Bool(help="Also list tensors held only by library frames.").tag(
         config=True
@@ -112,6 +116,7 @@ class IPyDevice(Configurable):
     _max_objects_default = _from_settings("max_objects")
     _max_frames_default = _from_settings("max_frames")
     _max_modules_default = _from_settings("max_modules")
+    _max_names_default = _from_settings("max_names")
     _max_fixes_default = _from_settings("max_fixes")
     _show_library_frames_default = _from_settings("show_library_frames")
     _time_budget_default = _from_settings("time_budget")

@@ -103,6 +103,8 @@ DEVICES_HELP = """::
           max_objects           objects visited in one scan
           max_frames            traceback frames walked, innermost first
           max_modules           submodules walked in one module tree
+          max_names             namespace names looked at beyond those the
+                                failing code reads
           max_fixes             fixes proposed in one diagnosis
           show_library_frames   also list tensors held only by library frames
           note                  attach the diagnosis to the exception as a PEP 678

@@ -12,6 +12,7 @@ do all CUDA work inside the launched function.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -78,7 +79,14 @@ def _blame(
     accel = facts.devices[0] if facts.devices else "cuda"
     found: list[Blame] = []
     try:
-        names = list(dict(scan.namespace).items())[: scan.settings.max_objects]
+        names = list(
+            itertools.islice(
+                dict.items(scan.namespace)
+                if type(scan.namespace) is dict
+                else scan.namespace.items(),
+                scan.settings.max_objects,
+            )
+        )
     except Exception:  # a namespace that cannot be listed: nothing to name
         return []
     for name, value in names:
