@@ -665,7 +665,16 @@ def test_recognising_imports_only_the_standard_library() -> None:
                 imported |= {alias.name.split(".")[0] for alias in node.names}
             elif isinstance(node, ast.ImportFrom):
                 imported.add((node.module or "").split(".")[0])
-    standard = {"__future__", "re", "sys", "ast", "collections", "dataclasses", "typing"}
+    standard = {
+        "__future__",
+        "re",
+        "sys",
+        "ast",
+        "collections",
+        "dataclasses",
+        "itertools",
+        "typing",
+    }
     assert imported <= standard | {"ipydevice"}
 
 

@@ -141,7 +141,10 @@ def test_widget_keeps_no_tensor(nb):
         if hasattr(sys, name):
             setattr(sys, name, None)
     gc.collect()
-    assert ref() is None
+    kept = ref()
+    holders = [type(r).__name__ for r in gc.get_referrers(kept)] if kept is not None else []
+    del kept
+    assert ref() is None, f"the tensor is still held by: {holders}"
     assert panel is not None
 
 
