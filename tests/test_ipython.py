@@ -652,9 +652,8 @@ found["plain_cell"] = [m for m in HEAVY if m in sys.modules]
 with capture_output():
     shell.run_cell("import torch\nmodel = torch.nn.Linear(4, 2).to('meta')\nx = torch.randn(3, 4)")
     shell.run_cell("try:\n    torch.zeros(1, device='meta') + torch.zeros(2)\nexcept RuntimeError:\n    pass")
-from ipydevice.integrations import ipython as ext
-thread = ext.hook_of(shell).warmer.thread
-thread.join(60)
+import threading
+found["threads"] = [t.name for t in threading.enumerate() if t.name.startswith("ipydevice")]
 before = set(sys.modules)
 with capture_output() as cap:
     shell.run_cell("model(x)")
@@ -669,7 +668,8 @@ print(json.dumps(found))
 
 def test_the_failing_path_is_imported_after_the_cell_that_imports_torch(tmp_path: Any) -> None:
     """``%load_ext`` and cells without torch import nothing heavy; once a cell imported
-    torch, a thread imports the engine, the renderers and the widgets, so that the
+    torch, its end imports the engine, the renderers and the widgets (in the cell's
+    own thread: a background one could meet the import-deadlock avoidance), so that the
     first device error imports none of them on its way to the traceback."""
     pytest.importorskip("anywidget")
     env = {**os.environ, "IPYTHONDIR": str(tmp_path)}
@@ -684,6 +684,7 @@ def test_the_failing_path_is_imported_after_the_cell_that_imports_torch(tmp_path
     probe = json.loads(out.stdout.strip().splitlines()[-1])
     assert probe["loaded"] == [] and probe["plain_cell"] == []
     assert probe["first_error"] == []
+    assert probe["threads"] == []  # no thread of ipydevice's imports alongside the shell
 
 
 # -- guarded failures ---------------------------------------------------------------------

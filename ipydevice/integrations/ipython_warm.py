@@ -3,22 +3,23 @@
 The first device error would otherwise import the diagnosis engine, the renderers,
 ipywidgets and anywidget (with the buttons' widget classes) on its way to the
 traceback: about 80 ms that only the first error pays. No device error can happen
-before torch is imported, so once a cell has imported it, one daemon thread imports
-them while the user reads that cell's output. Loading the extension imports none of
-them (``%load_ext`` stays instant and never imports torch, pandas or ipywidgets).
+before torch is imported, so at the end of the first cell that leaves torch imported
+(a cell that already took a second or more to import it) they are imported, once.
+Loading the extension imports none of them (``%load_ext`` stays instant and never
+imports torch, pandas or ipywidgets).
 
-A failing cell that arrives while the thread still imports waits for the modules it
-needs (Python's import locks), as it would have imported them itself. The thread
-ends with a full garbage collection, which those imports would otherwise set off in
-the first failing cell. Whatever fails
-here is left for the failing path, which reports it as it always does.
+It runs in the cell's own thread: a background thread importing ipydevice's modules
+while the shell imports others can meet Python's import-deadlock avoidance, which hands
+one of them a partly initialised module (seen as ``partially initialized module
+'ipydevice.settings'``). It ends with a full garbage collection, which those imports
+would otherwise set off in the first failing cell. Whatever fails here is left for the
+failing path, which reports it as it always does.
 """
 
 from __future__ import annotations
 
 import gc
 import sys
-import threading
 from collections.abc import Callable
 
 __all__ = ["MODULES", "SAMPLE", "Warmer", "warm"]
@@ -76,19 +77,15 @@ def warm(widgets: bool) -> None:
 
 
 class Warmer:
-    """Starts :func:`warm` once, after the first cell that leaves torch imported."""
+    """Runs :func:`warm` once, after the first cell that leaves torch imported."""
 
     def __init__(self, widgets: Callable[[], bool]) -> None:
         self.widgets = widgets
         self.started = False
-        self.thread: threading.Thread | None = None
 
     def after_cell(self) -> None:
-        """The ``post_run_cell`` check: a flag, then a dict lookup, until it starts."""
+        """The ``post_run_cell`` check: a flag, then a dict lookup, until it runs."""
         if self.started or "torch" not in sys.modules:
             return
         self.started = True
-        self.thread = threading.Thread(
-            target=warm, args=(self.widgets(),), name="ipydevice-warm", daemon=True
-        )
-        self.thread.start()
+        warm(self.widgets())
