@@ -35,3 +35,19 @@ def test_the_warm_up_diagnoses_only_its_sample(monkeypatch: pytest.MonkeyPatch) 
     ipython_warm.warm(widgets=False)
     ((exc, namespace),) = seen
     assert str(exc) == ipython_warm.SAMPLE and exc.__traceback__ is None and namespace == {}
+
+
+def test_the_warm_up_runs_once_a_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Loading the extension again does not warm up again (the imports stay made; the
+    full collection it ends with would cost every reload hundreds of milliseconds)."""
+    import sys
+
+    runs: list[bool] = []
+    monkeypatch.setattr(ipython_warm, "warm", runs.append)
+    monkeypatch.setattr(ipython_warm, "_WARMED", [False])
+    monkeypatch.setitem(sys.modules, "torch", sys.modules.get("torch", object()))
+    for _ in range(3):  # three loads of the extension, two cells each
+        warmer = ipython_warm.Warmer(lambda: False)
+        warmer.after_cell()
+        warmer.after_cell()
+    assert runs == [False]

@@ -76,16 +76,21 @@ def warm(widgets: bool) -> None:
     gc.collect()
 
 
+#: Whether this process has warmed up: the imports last as long as the process, so
+#: loading the extension again (``%reload_ext``) does not warm up again.
+_WARMED = [False]
+
+
 class Warmer:
-    """Runs :func:`warm` once, after the first cell that leaves torch imported."""
+    """Runs :func:`warm` once a process, after the first cell that leaves torch imported."""
 
     def __init__(self, widgets: Callable[[], bool]) -> None:
         self.widgets = widgets
-        self.started = False
+        self.started = _WARMED[0]
 
     def after_cell(self) -> None:
         """The ``post_run_cell`` check: a flag, then a dict lookup, until it runs."""
         if self.started or "torch" not in sys.modules:
             return
-        self.started = True
+        self.started = _WARMED[0] = True
         warm(self.widgets())
