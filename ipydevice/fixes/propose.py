@@ -149,18 +149,18 @@ def _also_needed(cell: Cell, target: str, loops: bool) -> list[str]:
     the namespace at or after it. 0-dim tensors (scalars) stay."""
     stmt = cell.stmt
     names: list[str] = []
-    if loops:
-        for node in ast.walk(cell.tree):
-            if isinstance(node, (ast.For, ast.AsyncFor)) and _encloses(node, stmt):
-                names += [n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)]
-    free = [
-        node
-        for node in ast.walk(cell.tree)
-        if isinstance(node, ast.Name)
-        and isinstance(node.ctx, ast.Load)
-        and node.id not in cell.bound
-        and getattr(node, "lineno", 0) >= stmt.lineno
-    ]
+    free: list[ast.Name] = []
+    # One walk of the cell (a cell that defines a model is thousands of nodes).
+    for node in ast.walk(cell.tree):
+        if isinstance(node, ast.Name):
+            if (
+                isinstance(node.ctx, ast.Load)
+                and node.id not in cell.bound
+                and node.lineno >= stmt.lineno
+            ):
+                free.append(node)
+        elif loops and isinstance(node, (ast.For, ast.AsyncFor)) and _encloses(node, stmt):
+            names += [n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)]
     free.sort(key=lambda n: (n.lineno, n.col_offset))
     names += [n.id for n in free]
     frame = cell.view.frame
@@ -193,8 +193,14 @@ def _is_local(frame: Any, name: str) -> bool:
         return True
 
 
-def _encloses(node: ast.AST, inner: ast.stmt) -> bool:
-    return node is not inner and any(child is inner for child in ast.walk(node))
+def _encloses(node: ast.stmt, inner: ast.stmt) -> bool:
+    """Whether ``inner`` is inside ``node``: by their lines first (nodes of one tree
+    nest by position), then by identity, so only the loops around it are walked."""
+    if node is inner or not (
+        node.lineno <= inner.lineno <= (inner.end_lineno or inner.lineno) <= (node.end_lineno or 0)
+    ):
+        return False
+    return any(child is inner for child in ast.walk(node))
 
 
 def _plan_one(
