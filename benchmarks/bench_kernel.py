@@ -32,14 +32,12 @@ from __future__ import annotations
 
 import ast
 import json
-import os
 import statistics
-import tempfile
 import time
 from typing import Any
 
 from bench_error import FAILING, SETUP
-from common import ROOT, emit, ms, reps
+from common import emit, ms, reps, start_kernel
 
 ROUNDS = reps(60, 12)
 IDLE_ROUNDS = reps(200, 40)
@@ -90,15 +88,8 @@ class Kernel:
     """A started kernel and its client; :meth:`timed` sends one request and times it."""
 
     def __init__(self, name: str, load: bool) -> None:
-        from jupyter_client.manager import start_new_kernel
-
-        env = {
-            **{k: v for k, v in os.environ.items() if k != "IPYDEVICE_DEBUG"},
-            "IPYTHONDIR": tempfile.mkdtemp(prefix=f"ipydevice-bench-{name}-"),
-            "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
-        }
         self.name = name
-        self.manager, self.client = start_new_kernel(kernel_name="python3", env=env)
+        self.manager, self.client = start_kernel(name)
         for code in (("%load_ext ipydevice\n" if load else "") + SETUP, PRIME):
             done = self.timed(code)
             assert done["status"] == "ok", done

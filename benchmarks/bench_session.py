@@ -47,10 +47,9 @@ import json
 import os
 import statistics
 import sys
-import tempfile
 from typing import Any
 
-from common import ROOT, emit, ms, reps
+from common import emit, ms, reps, start_kernel
 
 ERRORS = reps(1000, 200)
 WARMUP = 20
@@ -103,15 +102,8 @@ READ = "json.dumps({'rss_kb': _rss(), 'counts': _counts(), 'cpu': _cpu, 'pymallo
 
 class Kernel:
     def __init__(self, name: str, load: bool) -> None:
-        from jupyter_client.manager import start_new_kernel
-
-        env = {
-            **{k: v for k, v in os.environ.items() if k != "IPYDEVICE_DEBUG"},
-            "IPYTHONDIR": tempfile.mkdtemp(prefix=f"ipydevice-bench-{name}-"),
-            "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
-        }
         self.name = name
-        self.manager, self.client = start_new_kernel(kernel_name="python3", env=env)
+        self.manager, self.client = start_kernel(name)
         self.run(f"%xmode {XMODE}")
         self.run(("%load_ext ipydevice\n" if load else "") + SETUP + "\n" + STATE)
 

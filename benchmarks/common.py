@@ -83,6 +83,19 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
+def start_kernel(name: str) -> tuple[Any, Any]:
+    """A real ipykernel through jupyter_client (manager, client), on this tree's
+    ipydevice, with a profile of its own and without the tests' debug mode."""
+    from jupyter_client.manager import start_new_kernel
+
+    env = {
+        **{k: v for k, v in os.environ.items() if k != "IPYDEVICE_DEBUG"},
+        "IPYTHONDIR": tempfile.mkdtemp(prefix=f"ipydevice-bench-{name}-"),
+        "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
+    }
+    return start_new_kernel(kernel_name="python3", env=env)
+
+
 def make_shell() -> Any:
     """The in-process ``InteractiveShell`` singleton, history in memory, no profile."""
     os.environ.setdefault("IPYTHONDIR", tempfile.mkdtemp(prefix="ipydevice-bench-"))
