@@ -47,7 +47,7 @@ docs-screenshots: $(VENV)/.installed
 	scripts/install-browser.sh $(VENV)
 	tests/browser/run.sh --no-install --docs
 
-# Load, idle, error-path, %devices, memory, session and kernel-path benchmarks (about 3 minutes on 2 cores): the table,
+# Load, idle, error-path, %devices, memory, session, kernel-path and scaling benchmarks (about 6 minutes on 2 cores): the table,
 # benchmarks/results.json and the figures of benchmarks/RESULTS.md.
 bench: $(VENV)/.installed
 	$(PY) benchmarks/run.py

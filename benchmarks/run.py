@@ -3,7 +3,7 @@ section of ``RESULTS.md``.
 
 Usage::
 
-    python benchmarks/run.py                 # all (about 3 minutes on 2 cores)
+    python benchmarks/run.py                 # all (about 6 minutes on 2 cores)
     python benchmarks/run.py error devices   # some
     python benchmarks/run.py --quick         # fewer repetitions: a smoke run
     python benchmarks/run.py --no-write      # print only
