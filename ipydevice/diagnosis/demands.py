@@ -30,6 +30,7 @@ from ipydevice._debug import contain
 from ipydevice.collect import probe
 from ipydevice.collect.frames import FrameView, failing_statement, safe_value
 from ipydevice.collect.scan import Entry, Scan
+from ipydevice.diagnosis.devices import same_device
 from ipydevice.diagnosis.family import MessageFacts
 
 __all__ = ["DEMANDS", "Demand", "Demanded", "demand_of", "demanded"]
@@ -144,15 +145,7 @@ def demanded(facts: MessageFacts, scan: Scan, views: Sequence[FrameView]) -> Dem
 def _allowed(device: str, target: str, demand: Demand) -> bool:
     if device == "?":
         return True
-    return any(_same(device, ok) for ok in (target, *demand.also))
-
-
-def _same(a: str, b: str) -> bool:
-    if a == b:
-        return True
-    if ":" in a and ":" in b:
-        return False
-    return a.split(":")[0] == b.split(":")[0]
+    return any(same_device(device, ok) for ok in (target, *demand.also))
 
 
 def _passed(demand: Demand, views: Sequence[FrameView]) -> Iterator[tuple[int, str, Any]]:

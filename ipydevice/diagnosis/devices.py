@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["SCAN_LIMIT", "device_tokens", "normalise_device"]
+__all__ = ["SCAN_LIMIT", "device_tokens", "device_type", "normalise_device", "same_device"]
 
 SCAN_LIMIT = 20_000
 # Every device type normalise_device accepts (torch's DeviceType names plus common
@@ -74,6 +74,20 @@ _SCAN_RE = re.compile(
     rf"|{_LAYOUT}?(?:{_SCAN_TYPES})(?:{_DTYPES}type\b|(?::\d+)?(?![\w\-(]))"
 )
 _GLUE = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_.-/")
+
+
+def device_type(device: str) -> str:
+    """``cuda`` of ``cuda:1``: the type without the index."""
+    return device.split(":")[0]
+
+
+def same_device(a: str, b: str) -> bool:
+    """``cuda`` matches ``cuda:1``; ``cuda:0`` does not match ``cuda:1``."""
+    if a == b:
+        return True
+    if ":" in a and ":" in b:
+        return False
+    return device_type(a) == device_type(b)
 
 
 def normalise_device(token: str) -> str | None:

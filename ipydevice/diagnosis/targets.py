@@ -19,6 +19,7 @@ from typing import Protocol
 from ipydevice import registry
 from ipydevice.collect.frames import FrameView, failing_statement
 from ipydevice.collect.scan import Entry, Scan
+from ipydevice.diagnosis.devices import same_device
 from ipydevice.diagnosis.family import MessageFacts
 
 __all__ = ["choose_target", "concrete", "named_by_message", "same_device"]
@@ -29,15 +30,6 @@ _TENSOR_KINDS = ("tensor", "parameter", "buffer", "attribute")
 class _Analysed(Protocol):
     @property
     def top_module(self) -> Entry | None: ...
-
-
-def same_device(a: str, b: str) -> bool:
-    """``cuda`` matches ``cuda:1``; ``cuda:0`` does not match ``cuda:1``."""
-    if a == b:
-        return True
-    if ":" in a and ":" in b:
-        return False
-    return a.split(":")[0] == b.split(":")[0]
 
 
 def choose_target(

@@ -25,6 +25,7 @@ import dataclasses
 from collections.abc import Sequence
 
 from ipydevice.diagnosis.demands import demand_of
+from ipydevice.diagnosis.devices import device_type
 from ipydevice.diagnosis.family import MessageFacts
 from ipydevice.diagnosis.recognise import recognise
 
@@ -39,12 +40,12 @@ def heed_warnings(facts: MessageFacts, warned: Sequence[str]) -> MessageFacts:
     same devices, when the error's wording demands nothing itself."""
     if not warned or not facts.is_device_error or demand_of(facts) is not None:
         return facts
-    types = {_type(d) for d in facts.devices}
+    types = {device_type(d) for d in facts.devices}
     for text in reversed(list(warned)[-MAX_WARNED:]):
         said = recognise(text, "UserWarning")
         if not said.is_device_error or demand_of(said) is None or not said.expected:
             continue
-        if not said.devices or {_type(d) for d in said.devices} != types:
+        if not said.devices or {device_type(d) for d in said.devices} != types:
             continue
         return dataclasses.replace(
             facts,
@@ -55,14 +56,10 @@ def heed_warnings(facts: MessageFacts, warned: Sequence[str]) -> MessageFacts:
     return facts
 
 
-def _type(device: str) -> str:
-    return device.split(":")[0]
-
-
 def _as_named(device: str, named: Sequence[str]) -> str:
     """``device`` as the error names it (``cuda`` -> ``cuda:0``) when it names one
     device of that type; else as the warning says it."""
     if ":" in device:
         return device
-    same = {d for d in named if _type(d) == device}
+    same = {d for d in named if device_type(d) == device}
     return next(iter(same)) if len(same) == 1 else device

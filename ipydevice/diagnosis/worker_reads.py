@@ -28,6 +28,7 @@ from ipydevice._debug import contain
 from ipydevice.collect import probe
 from ipydevice.collect.frames import source_location
 from ipydevice.collect.paths import Path, format_path
+from ipydevice.diagnosis.devices import device_type
 from ipydevice.fixes.history import _cell_index as cell_index
 from ipydevice.fixes.history import _cell_lines as cell_lines
 from ipydevice.fixes.history import _is_cell as is_cell
@@ -275,7 +276,7 @@ def _moves_to(node: ast.AST, devices: set[str], namespace: Mapping[str, Any]) ->
     if node.func.attr != "to":
         return False
     given = [*node.args[:1], *(k.value for k in node.keywords if k.arg == "device")]
-    kinds = {d.split(":")[0] for d in devices}
+    kinds = {device_type(d) for d in devices}
     for arg in given:
         value: Any = None
         if isinstance(arg, ast.Constant):
@@ -289,6 +290,6 @@ def _moves_to(node: ast.AST, devices: set[str], namespace: Mapping[str, Any]) ->
             if type(value).__name__ == "device"
             else ""
         )
-        if text and text.split(":")[0] in kinds:
+        if text and device_type(text) in kinds:
             return True
     return False
