@@ -39,7 +39,8 @@ class Settings:
         max_rows: rows shown in a table before "… N more" is printed.
         max_depth: how deep containers and attribute chains are followed.
         max_items: items looked at in one container (list, dict, ...).
-        max_objects: objects visited in one scan, all roots together.
+        max_objects: objects visited in one scan, all roots together; also the
+            objects one naming search looks at.
         max_frames: traceback frames walked, innermost first.
         max_modules: submodules walked in one module tree.
         max_names: names of the user's namespace looked at in one diagnosis beyond

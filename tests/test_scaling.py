@@ -181,3 +181,75 @@ model = Nest(6)
     assert d.failing_module.startswith("model" + ".inner" * 6), d.failing_module
     modules = len(list(nb.ns["model"].modules()))
     assert len(seen) < 2 * modules, (len(seen), modules)
+
+
+EXPERTS = """
+import torch
+import torch.nn as nn
+
+
+class Leaf(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(4, 4, device="meta")
+
+    def forward(self, x):
+        mask = torch.zeros(4)  # made here: no name reaches it
+        return self.proj(x) + mask
+
+
+class Block(nn.Module):
+    def __init__(self, experts):
+        super().__init__()
+        self.leaf = Leaf()
+        self.experts = nn.ModuleList([nn.Identity() for _ in range(experts)])
+
+    def forward(self, x):
+        return self.leaf(x)
+
+
+class MoE(nn.Module):
+    def __init__(self, experts):
+        super().__init__()
+        self.layers = nn.ModuleList([Block(experts) for _ in range(100)])
+
+    def forward(self, x):
+        return self.layers[-1](x)
+
+
+x = torch.zeros(2, 4, device="meta")
+"""
+
+
+def test_a_search_for_a_frame_made_tensor_reads_the_same_in_a_wide_model(
+    monkeypatch: Any,
+) -> None:
+    # 100 blocks of 30 or of 200 experts: naming ``mask`` (made in the failing
+    # frame, held by no name) looks at up to max_objects objects, whatever the width;
+    # the notes say where it stopped.
+    from ipydevice.collect import scan, walk
+
+    looked = 0
+
+    def counted(module: Any, limit: int) -> Iterator[Any]:
+        nonlocal looked
+        for child in walk.module_children(module, limit):
+            looked += 1
+            yield child
+
+    monkeypatch.setattr(scan, "module_children", counted)
+    nb = Notebook()
+    nb.run(EXPERTS)
+    reads = []
+    for experts in (30, 200):
+        nb.run(f"model = MoE({experts})\n")
+        exc = nb.fails("y = model(x)\n")
+        looked = 0
+        with override(max_objects=1000, max_modules=500):
+            d = ipydevice.diagnose(exc, namespace=nb.ns)
+        reads.append(looked)
+        assert d.failing_module.startswith("model.layers[99].leaf"), d.failing_module
+        assert d.culprits[0].name == "mask in Leaf.forward", [f.name for f in d.culprits]
+        assert "scan stopped after 1000 objects" in d.notes, d.notes
+    # (before the budget: 100 x 30 and 100 x 200 children, 3,000 and 20,000)
+    assert max(reads) <= 1000 + 200, reads

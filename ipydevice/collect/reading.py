@@ -53,14 +53,20 @@ def keyed_items(mapping: Any, limit: int) -> list[tuple[str | int, Any]]:
 
 def named_items(mapping: Any, limit: int) -> list[tuple[str, Any]]:
     """Dict items with plain ``str`` keys (module registries, ``__dict__``)."""
-    if type(mapping) is dict and len(mapping) <= limit:
+    if type(mapping) is dict:
         # The common case (a module's registries): dict's own C-level items, and
-        # the keys' types checked in C.
+        # the keys' types checked in C; a registry wider than ``limit`` (a list
+        # of 1,000 experts) is cut in C too, so it costs what a narrow one does.
         if not mapping:
             return []
         try:
-            items = list(mapping.items())
-            if set(map(type, mapping)) == _STR_ONLY:
+            if len(mapping) <= limit:
+                items = list(mapping.items())
+                keys = set(map(type, mapping))
+            else:
+                items = list(itertools.islice(mapping.items(), limit))
+                keys = set(map(type, itertools.islice(mapping, limit)))
+            if keys == _STR_ONLY:
                 return items
         except BaseException as caught:  # changed while read, or a key type with a hostile __hash__
             contain(caught)

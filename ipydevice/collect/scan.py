@@ -233,7 +233,12 @@ class Scan(ModuleWalks):
             queue.append((value, (("name", name),), 0))
         head = 0
         max_depth = self.settings.max_depth
-        while head < len(queue) and wanted and not self._spent():
+        # Every child looked at costs (a wide list of experts holds 200 a visit): at
+        # most max_objects of them in one search, so that a search for an object no
+        # name reaches (a tensor made in the failing frame) costs the same in a model
+        # of 10k modules and in one of 100k, and says where it stopped.
+        looks = self.settings.max_objects
+        while head < len(queue) and wanted and looks > 0 and not self._spent():
             obj, path, depth = queue[head]
             head += 1
             self._visits += 1
@@ -258,6 +263,10 @@ class Scan(ModuleWalks):
                 # moves it whole)
                 container = obj if is_container(obj) or is_to_batch(obj) else None
             for steps, child in children:
+                if looks <= 0:
+                    dropped = True  # (a child left unread)
+                    break
+                looks -= 1
                 key = id(child)
                 if key in wanted:
                     entry = self.entries[key]
@@ -273,6 +282,8 @@ class Scan(ModuleWalks):
                 queued.add(key)
                 queue.append((child, (*path, *steps), below))
                 room -= 1
+        if looks <= 0 and head < len(queue):
+            dropped = True
         for entry, name in deferred:
             if not entry.named:  # its owner has no name of its own: the user's name it is
                 self._rename(entry, (("name", name),))
