@@ -68,6 +68,7 @@ from ipydevice.integrations.ipython_config import IPyDevice
 from ipydevice.integrations.ipython_display import (
     cell_bound_names,
     cell_exception,
+    cell_id_of,
     is_device_error,
     panel_bundle,
     restore_settings,
@@ -157,7 +158,7 @@ class _Hook:
         self.headed: tuple[int, str] | None = None
         self.failed: set[str] = set()
         self.deferred: Exception | None = None  # IPYDEVICE_DEBUG=1: raised after the traceback
-        self.cell_id = ""
+        self.cell_info: Any = None  # this cell's ExecutionInfo (its id: :attr:`cell_id`)
         self.buttons = Buttons(shell, lambda bundle: self.stage("display", _publish, bundle))
         self.warmer = Warmer(lambda: bool(self.config.widget) and self.in_kernel())
 
@@ -278,20 +279,19 @@ class _Hook:
         only, and the cell's id; lets every device warning be reported once in the
         new cell."""
         self.shown_before = id(vars(sys).get("last_value"))
-        self.headed, self.cell_id = None, ""
-        self.failed.clear()
-        self.deferred = None
-        cell_id = getattr(info, "cell_id", None)
-        if not isinstance(cell_id, str):  # older IPython: the request's own metadata
-            parent = getattr(self.shell, "parent_header", None)
-            metadata = parent.get("metadata") if isinstance(parent, dict) else None
-            cell_id = metadata.get("cellId") if isinstance(metadata, dict) else None
-        if isinstance(cell_id, str):
-            self.cell_id = cell_id
-        self.buttons.new_cell(self.cell_id)
+        # Every cell pays this: the cell's id is read when a panel or a widget needs it.
+        self.headed, self.deferred, self.cell_info = None, None, info
+        if self.failed:
+            self.failed.clear()
+        if self.buttons.live:
+            self.buttons.new_cell(self.cell_id)
         warned = self.device_warnings
         if warned is not None and (warned.seen or warned.pending or warned.texts):
             _guarded("warning panel", warned.new_cell)
+
+    @property
+    def cell_id(self) -> str:
+        return cell_id_of(self.cell_info, self.shell)
 
     def show_traceback(self, etype: Any, evalue: Any, stb: Any) -> Any:
         """Wraps the shell's ``_showtraceback``: in a kernel, the header of a device
@@ -343,7 +343,7 @@ class _Hook:
         if warned is not None and warned.pending:
             _guarded("warning panel", warned.flush)
         if self.panel:
-            exc = self.cell_exception(result)
+            exc = cell_exception(result, self.shown_before)
             if exc is not None:
                 headed = self.headed
                 if headed is None or headed[0] != id(exc):
@@ -352,7 +352,8 @@ class _Hook:
                     self.diagnose_and_show(exc, headed[1])
                 self.shown_before = id(exc)  # a cell around a nested run_cell: not again
         self.headed = None
-        self.buttons.after_cell()
+        if self.buttons.live:
+            self.buttons.after_cell()
         if self.watch:
             self.stage("watch", self.watch_cell, result)
         if not self.warmer.started:  # the failing path's imports, once torch is imported

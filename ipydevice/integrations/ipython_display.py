@@ -38,6 +38,7 @@ __all__ = [
     "best_fix",
     "cell_bound_names",
     "cell_exception",
+    "cell_id_of",
     "guarded",
     "header_bundle",
     "is_device_error",
@@ -112,6 +113,17 @@ def cell_exception(result: Any, shown_before: int) -> BaseException | None:
     if issubclass(type(shown), BaseException) and id(shown) != shown_before:
         return shown
     return None
+
+
+def cell_id_of(info: Any, shell: Any) -> str:
+    """The front end's id of the cell running: ``info.cell_id`` (the ``ExecutionInfo``
+    of ``pre_run_cell``), or in an older IPython the request's own metadata; ''."""
+    cell_id = getattr(info, "cell_id", None)
+    if not isinstance(cell_id, str):
+        parent = getattr(shell, "parent_header", None)
+        metadata = parent.get("metadata") if isinstance(parent, dict) else None
+        cell_id = metadata.get("cellId") if isinstance(metadata, dict) else None
+    return cell_id if isinstance(cell_id, str) else ""
 
 
 # -- the panel and its header --------------------------------------------------------------
