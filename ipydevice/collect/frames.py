@@ -24,7 +24,7 @@ import sys
 import sysconfig
 import types
 from collections import UserDict
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from types import FrameType, TracebackType
 from typing import Any
@@ -223,6 +223,13 @@ def frame_tree(view: FrameView) -> tuple[ast.AST, int] | None:
     return _parse_block(
         code.co_filename, code.co_firstlineno, view.is_module_level, len(lines), tuple(lines)
     )
+
+
+def file_tree(filename: str, lines: Sequence[str]) -> ast.AST | None:
+    """The whole of a file's (or a cell's) ``lines``, parsed once per text: the same
+    cache as :func:`frame_tree`'s (a cell's top level is parsed whole too)."""
+    parsed = _parse_block(filename, 1, True, len(lines), tuple(lines))
+    return parsed[0] if parsed is not None else None
 
 
 @functools.lru_cache(maxsize=256)
