@@ -26,6 +26,9 @@ from ipydevice.settings import Settings
 
 __all__ = ["ModuleWalks", "cut_view", "path_to", "splice"]
 
+#: A module's registries of tensors, and the kind each gives its tensors.
+_REGISTRIES = (("_parameters", "parameter"), ("_buffers", "buffer"))
+
 
 class ModuleWalks:
     """The module walks of a :class:`~ipydevice.collect.scan.Scan` (its base)."""
@@ -158,12 +161,18 @@ class ModuleWalks:
         limit = self.settings.max_items
         registered = view.registered
         tensor_types = self._tensor_types
-        for slot, kind in (("_parameters", "parameter"), ("_buffers", "buffer")):
-            for name, tensor in named_items(state.get(slot), limit):
+        for slot, kind in _REGISTRIES:
+            table = state.get(slot)
+            if type(table) is dict and not table:
+                continue  # an empty registry (most modules' buffers): no call
+            for name, tensor in named_items(table, limit):
+                if tensor is None:
+                    continue  # ``bias=False`` registers None
                 if id(type(tensor)) in tensor_types or self._is_tensor(tensor):
                     registered.append(((*rel, ("attr", name)), tensor, kind))
-        children = []
-        submodules = named_items(state.get("_modules"), limit)
+        children: list[tuple[Any, Path]] = []
+        table = state.get("_modules")
+        submodules = named_items(table, limit) if type(table) is not dict or table else ()
         if submodules:
             container = probe.class_name(module)
             for name, child in submodules:

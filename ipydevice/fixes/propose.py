@@ -152,13 +152,13 @@ def _also_needed(cell: Cell, target: str, loops: bool) -> list[str]:
     names: list[str] = []
     # The cell is walked once per tree (a cell that defines a model is thousands
     # of nodes), not once per diagnosis: :mod:`ipydevice.fixes.treefacts`.
-    facts = tree_facts(cell.tree)
+    read = tree_facts(cell.tree)
     if loops:
-        for node in facts.loops:
+        for node in read.loops:
             if _encloses(node, stmt):
                 names += [n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)]
     bound = cell.bound
-    names += [name for name in facts.loads_from(stmt.lineno) if name not in bound]
+    names += [name for name in read.loads_from(stmt.lineno) if name not in bound]
     frame = cell.view.frame
     out: list[str] = []
     for name in dict.fromkeys(names):
