@@ -11,7 +11,7 @@ from ipydevice import wording
 from ipydevice.collect.frames import file_tree
 from ipydevice.fixes.treefacts import tree_facts
 
-CELL = '''\
+CELL = """\
 import torch
 
 def helper(x, *rest, scale=2):
@@ -30,7 +30,7 @@ def forward(self, batch):
 async def later(a):
     async for b in stream:
         await a(b)
-'''
+"""
 
 
 def _walk_loads(tree: ast.AST, start: int) -> list[str]:
