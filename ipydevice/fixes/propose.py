@@ -160,9 +160,10 @@ def _also_needed(cell: Cell, target: str, loops: bool) -> list[str]:
     bound = cell.bound
     names += [name for name in read.loads_from(stmt.lineno) if name not in bound]
     frame = cell.view.frame
+    scopes = (frame.f_locals, frame.f_globals)  # (a function's f_locals is made on each read)
     out: list[str] = []
     for name in dict.fromkeys(names):
-        value = _frame_value(frame, name)
+        value = _frame_value(scopes, name)
         if not probe.is_tensor(value):
             continue
         facts = probe.tensor_facts(value)
@@ -172,8 +173,8 @@ def _also_needed(cell: Cell, target: str, loops: bool) -> list[str]:
     return out
 
 
-def _frame_value(frame: Any, name: str) -> Any:
-    for scope in (frame.f_locals, frame.f_globals):
+def _frame_value(scopes: tuple[Any, Any], name: str) -> Any:
+    for scope in scopes:
         try:
             if name in scope:
                 return scope[name]
