@@ -403,6 +403,20 @@ def _index_nodes(stmt: ast.AST) -> set[int]:
 
 
 def _text(node: ast.AST) -> str:
+    """The source text of a name or chain, as ``ast.unparse`` writes it; a name and
+    a chain of attributes on a name (``self.q_proj.weight``) without it (an unparser
+    is made per call: most of what the failing line's operands cost)."""
+    if type(node) is ast.Name:
+        return node.id
+    if type(node) is ast.Attribute:
+        parts = [node.attr]
+        base = node.value
+        while type(base) is ast.Attribute:
+            parts.append(base.attr)
+            base = base.value
+        if type(base) is ast.Name:
+            parts.append(base.id)
+            return ".".join(reversed(parts))
     try:
         return ast.unparse(node)
     except BaseException as caught:
