@@ -113,3 +113,33 @@ def test_visible_records_kept_are_bounded() -> None:
     for index in range(3 * wording._MAX_SEEN):
         wording.visible_fields(_Frozen(f"r{index}\u200b"))
     assert len(wording._SEEN) <= wording._MAX_SEEN
+
+
+CHAINS = """\
+out = self.q_proj.weight @ x.T + a.b[c].d - (e + f).g + h[0].i.j + k().l + m["n"].o
+"""
+
+
+def test_a_chain_is_written_as_unparse_writes_it() -> None:
+    from ipydevice.collect.frames import _text
+
+    tree = ast.parse(CELL + CHAINS)
+    chains = [n for n in ast.walk(tree) if isinstance(n, (ast.Name, ast.Attribute, ast.Subscript))]
+    assert len(chains) > 40
+    for node in chains:
+        assert _text(node) == ast.unparse(node)
+
+
+def test_a_statement_copy_is_the_statement() -> None:
+    from ipydevice.fixes.source import copy_node
+
+    tree = ast.parse(CELL + CHAINS)
+    for stmt in [n for n in ast.walk(tree) if isinstance(n, ast.stmt)]:
+        copied = copy_node(stmt)
+        assert copied is not stmt
+        assert ast.dump(copied, include_attributes=True) == ast.dump(stmt, include_attributes=True)
+    # moving the copy leaves the original where it was (the parse is shared)
+    last = tree.body[-1]
+    moved = ast.increment_lineno(copy_node(last), 10)
+    assert moved.lineno == last.lineno + 10
+    assert last.lineno == len((CELL + CHAINS).splitlines())
