@@ -8,6 +8,7 @@ diagnosis and the renderers all use it).
 from __future__ import annotations
 
 import dataclasses
+import threading
 import unicodedata
 from typing import Any, TypeVar
 
@@ -51,8 +52,30 @@ def visible(text: str) -> str:
 
 def visible_fields(record: T) -> T:
     """A copy of a record (a dataclass of strings, numbers and tuples of them) with
-    :func:`visible` applied to every string in it: what every renderer shows."""
-    return _visible_value(record)
+    :func:`visible` applied to every string in it: what every renderer shows.
+
+    A frozen record (a diagnosis) is read once for all its renderers: the header,
+    the text and the HTML panel each ask for the same one (a diagnosis of a big
+    model is hundreds of strings). The last few are kept: text only, no user object."""
+    kind = type(record)
+    params = getattr(kind, "__dataclass_params__", None)
+    if params is None or not params.frozen:
+        return _visible_value(record)
+    kept = _SEEN.get(id(record))
+    if kept is not None and kept[0] is record:
+        return kept[1]
+    shown = _visible_value(record)
+    with _SEEN_LOCK:  # (threads' excepthooks render too)
+        while len(_SEEN) >= _MAX_SEEN:
+            _SEEN.pop(next(iter(_SEEN)))
+        _SEEN[id(record)] = (record, shown)
+    return shown
+
+
+#: The last frozen records :func:`visible_fields` read, by id: (the record, what it gave).
+_SEEN: dict[int, tuple[Any, Any]] = {}
+_MAX_SEEN = 4
+_SEEN_LOCK = threading.Lock()
 
 
 def _visible_value(value: Any) -> Any:

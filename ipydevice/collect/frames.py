@@ -24,7 +24,7 @@ import sys
 import sysconfig
 import types
 from collections import UserDict
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from types import FrameType, TracebackType
 from typing import Any
@@ -225,6 +225,13 @@ def frame_tree(view: FrameView) -> tuple[ast.AST, int] | None:
     )
 
 
+def file_tree(filename: str, lines: Sequence[str]) -> ast.AST | None:
+    """The whole of a file's (or a cell's) ``lines``, parsed once per text: the same
+    cache as :func:`frame_tree`'s (a cell's top level is parsed whole too)."""
+    parsed = _parse_block(filename, 1, True, len(lines), tuple(lines))
+    return parsed[0] if parsed is not None else None
+
+
 @functools.lru_cache(maxsize=256)
 def _parse_block(
     filename: str, first: int, whole: bool, count: int, lines: tuple[str, ...]
@@ -396,6 +403,20 @@ def _index_nodes(stmt: ast.AST) -> set[int]:
 
 
 def _text(node: ast.AST) -> str:
+    """The source text of a name or chain, as ``ast.unparse`` writes it; a name and
+    a chain of attributes on a name (``self.q_proj.weight``) without it (an unparser
+    is made per call: most of what the failing line's operands cost)."""
+    if type(node) is ast.Name:
+        return node.id
+    if type(node) is ast.Attribute:
+        parts = [node.attr]
+        base = node.value
+        while type(base) is ast.Attribute:
+            parts.append(base.attr)
+            base = base.value
+        if type(base) is ast.Name:
+            parts.append(base.id)
+            return ".".join(reversed(parts))
     try:
         return ast.unparse(node)
     except BaseException as caught:

@@ -26,6 +26,9 @@ from ipydevice.settings import Settings
 
 __all__ = ["ModuleWalks", "cut_view", "path_to", "splice"]
 
+#: A module's registries of tensors, and the kind each gives its tensors.
+_REGISTRIES = (("_parameters", "parameter"), ("_buffers", "buffer"))
+
 
 class ModuleWalks:
     """The module walks of a :class:`~ipydevice.collect.scan.Scan` (its base)."""
@@ -68,19 +71,21 @@ class ModuleWalks:
         stack: list[tuple[Any, Path]] = [(module, ())]
         seen: set[int] = set()
         limit = self.settings.max_modules
+        entries, level, submodules = self.entries, self._module_level, view.submodules
         while stack:
             current, rel = stack.pop()
-            if id(current) in seen:
+            key = id(current)
+            if key in seen:
                 continue
-            seen.add(id(current))
+            seen.add(key)
             # A submodule this scan has walked already (the frames are scanned
             # innermost first: a layer, then its block, then the model) is spliced
             # in, not walked again: a model costs its modules once, however deep
             # the failing chain.
-            inner = self.entries.get(id(current)) if rel else None
+            inner = entries.get(key) if rel else None
             done = inner.module if inner is not None and inner.obj is current else None
             if done is not None:
-                view.submodules.append((rel, current))
+                submodules.append((rel, current))
                 splice(view, done, rel)
                 seen.update(id(m) for _, m in done.submodules)
                 view.truncated |= done.truncated
@@ -91,10 +96,11 @@ class ModuleWalks:
                 # where the walk stopped: a subtree above none of them is whole
                 self._unwalked[id(view)] = [rel, *(r for _, r in stack)]
                 break
-            children = self._module_level(current, rel, view)
+            children = level(current, rel, view)
             if rel:
-                view.submodules.append((rel, current))
-            stack.extend(reversed(children))
+                submodules.append((rel, current))
+            if children:
+                stack.extend(reversed(children))
         return view
 
     def prewalk(self, module: Any) -> None:
@@ -158,12 +164,18 @@ class ModuleWalks:
         limit = self.settings.max_items
         registered = view.registered
         tensor_types = self._tensor_types
-        for slot, kind in (("_parameters", "parameter"), ("_buffers", "buffer")):
-            for name, tensor in named_items(state.get(slot), limit):
+        for slot, kind in _REGISTRIES:
+            table = state.get(slot)
+            if type(table) is dict and not table:
+                continue  # an empty registry (most modules' buffers): no call
+            for name, tensor in named_items(table, limit):
+                if tensor is None:
+                    continue  # ``bias=False`` registers None
                 if id(type(tensor)) in tensor_types or self._is_tensor(tensor):
                     registered.append(((*rel, ("attr", name)), tensor, kind))
-        children = []
-        submodules = named_items(state.get("_modules"), limit)
+        children: list[tuple[Any, Path]] = []
+        table = state.get("_modules")
+        submodules = named_items(table, limit) if type(table) is not dict or table else ()
         if submodules:
             container = probe.class_name(module)
             for name, child in submodules:
@@ -171,12 +183,12 @@ class ModuleWalks:
                     children.append((child, (*rel, child_step(container, name))))
         if only_usual_attributes(module, state):
             return children  # nn.Linear & co. with nothing the user added
-        for name, value in public_items(state, self.settings.max_items):
+        for name, value in public_items(state, limit):
             if probe.is_tensor(value):
                 view.attributes.append(((*rel, ("attr", name)), value, module))
             elif probe.is_a(value, (list, tuple, dict)):
                 view.held.append(((*rel, ("attr", name)), value))
-                held = held_modules(value, (*rel, ("attr", name)), self.settings.max_items)
+                held = held_modules(value, (*rel, ("attr", name)), limit)
                 if held:
                     view.plain_lists.append(((*rel, ("attr", name)), held, module))
             elif probe.is_optimizer(value):

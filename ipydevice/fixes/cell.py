@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import ast
 import copy
+import linecache
 from dataclasses import dataclass, field
 
 from ipydevice.collect.frames import (
     FrameView,
     bound_names,
     failing_statement,
+    file_tree,
     frame_tree,
     header_nodes,
     source_location,
@@ -22,6 +24,7 @@ from ipydevice.collect.frames import (
 )
 from ipydevice.collect.rawcell import raw_cell, unmagic
 from ipydevice.collect.wrapped import is_wrapped
+from ipydevice.fixes.treefacts import tree_facts
 from ipydevice.model import Fix
 
 __all__ = ["Cell", "as_typed", "calls_in", "cell_result", "failed_cell", "notebook_function"]
@@ -100,40 +103,21 @@ def _cell_of(view: FrameView) -> Cell | None:
 
 def _function_cell(view: FrameView) -> Cell | None:
     """A function frame of a script as a cell: the whole file parsed (real line
-    numbers, so edits land at ``file:line``), the names the function binds."""
-    lines = _source_lines(view)
-    if not lines:
+    numbers, so edits land at ``file:line``), the names the function binds. The
+    file is parsed once per text and read once per tree (:mod:`ipydevice.fixes.treefacts`)."""
+    raw = _raw_lines(view)
+    if not raw:
         return None
-    try:
-        tree = ast.parse("".join(lines))
-    except (SyntaxError, ValueError):
+    tree = file_tree(view.frame.f_code.co_filename, raw)
+    if tree is None:
         return None
     stmt = statement_at(tree, view.lineno)
     if stmt is None:
         return None
-    first = view.frame.f_code.co_firstlineno
-    function = next(
-        (
-            node
-            for node in ast.walk(tree)
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
-            and _starts_at(node) == first
-        ),
-        None,
-    )
-    bound = {a.arg for a in ast.walk(function) if isinstance(a, ast.arg)} if function else set()
-    if function is not None:
-        bound |= {
-            n.id
-            for n in ast.walk(function)
-            if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del))
-        }
-    return Cell(view, lines, tree, stmt, bound)
-
-
-def _starts_at(node: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
-    """The line the function's code object starts at (its first decorator's)."""
-    return min([node.lineno, *(d.lineno for d in node.decorator_list)])
+    facts = tree_facts(tree)
+    function = facts.functions.get(view.frame.f_code.co_firstlineno)
+    bound = set(facts.function_bound(function)) if function is not None else set()
+    return Cell(view, _with_newlines(raw), tree, stmt, bound)
 
 
 def as_typed(cell: Cell, inner: FrameView | None) -> Cell:
@@ -202,9 +186,14 @@ def _shifted(tree: ast.AST, shift: int) -> ast.AST:
 
 
 def _source_lines(view: FrameView) -> list[str]:
-    import linecache
+    return _with_newlines(_raw_lines(view))
 
-    lines = linecache.getlines(view.frame.f_code.co_filename, view.frame.f_globals)
+
+def _raw_lines(view: FrameView) -> list[str]:
+    return linecache.getlines(view.frame.f_code.co_filename, view.frame.f_globals)
+
+
+def _with_newlines(lines: list[str]) -> list[str]:
     return [line if line.endswith("\n") else line + "\n" for line in lines]
 
 

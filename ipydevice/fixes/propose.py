@@ -45,6 +45,7 @@ from ipydevice.fixes.history import SPELLING, history_fixes, spell
 from ipydevice.fixes.immutable import frozen_fields
 from ipydevice.fixes.rewrite import insert_lines_before, parses
 from ipydevice.fixes.source import source_fixes
+from ipydevice.fixes.treefacts import tree_facts
 from ipydevice.model import OPTIMIZER_STATE, Fix, Step
 
 __all__ = ["propose_fixes"]
@@ -149,24 +150,20 @@ def _also_needed(cell: Cell, target: str, loops: bool) -> list[str]:
     the namespace at or after it. 0-dim tensors (scalars) stay."""
     stmt = cell.stmt
     names: list[str] = []
-    free: list[ast.Name] = []
-    # One walk of the cell (a cell that defines a model is thousands of nodes).
-    for node in ast.walk(cell.tree):
-        if isinstance(node, ast.Name):
-            if (
-                isinstance(node.ctx, ast.Load)
-                and node.id not in cell.bound
-                and node.lineno >= stmt.lineno
-            ):
-                free.append(node)
-        elif loops and isinstance(node, (ast.For, ast.AsyncFor)) and _encloses(node, stmt):
-            names += [n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)]
-    free.sort(key=lambda n: (n.lineno, n.col_offset))
-    names += [n.id for n in free]
+    # The cell is walked once per tree (a cell that defines a model is thousands
+    # of nodes), not once per diagnosis: :mod:`ipydevice.fixes.treefacts`.
+    read = tree_facts(cell.tree)
+    if loops:
+        for node in read.loops:
+            if _encloses(node, stmt):
+                names += [n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)]
+    bound = cell.bound
+    names += [name for name in read.loads_from(stmt.lineno) if name not in bound]
     frame = cell.view.frame
+    scopes = (frame.f_locals, frame.f_globals)  # (a function's f_locals is made on each read)
     out: list[str] = []
     for name in dict.fromkeys(names):
-        value = _frame_value(frame, name)
+        value = _frame_value(scopes, name)
         if not probe.is_tensor(value):
             continue
         facts = probe.tensor_facts(value)
@@ -176,8 +173,8 @@ def _also_needed(cell: Cell, target: str, loops: bool) -> list[str]:
     return out
 
 
-def _frame_value(frame: Any, name: str) -> Any:
-    for scope in (frame.f_locals, frame.f_globals):
+def _frame_value(scopes: tuple[Any, Any], name: str) -> Any:
+    for scope in scopes:
         try:
             if name in scope:
                 return scope[name]
