@@ -206,7 +206,7 @@ def test_quickstart_exports_to_static_html_with_the_table(run_notebook) -> None:
     panel = body[start:end]  # the rendered panel, up to the next output or cell
     assert "<script" not in panel.lower()
     assert 'class="ipydevice-table"' in panel
-    culprit_row = re.search(r'<tr class="ipydevice-culprit".*?</tr>', panel, re.S)
+    culprit_row = re.search(r'<div class="ipydevice-culprit".*?</div>', panel, re.S)
     assert culprit_row and re.search(r"<code[^>]*>x</code>", culprit_row.group()), (
         "culprit x not in the table"
     )

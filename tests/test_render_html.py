@@ -78,7 +78,7 @@ def test_one_fix_is_not_numbered() -> None:
 def test_minimal_is_the_headline_and_the_best_fix(classic: Diagnosis) -> None:
     html = render_diagnosis_html(classic, verbosity="minimal")
     assert 'class="ipydevice-panel ipydevice-minimal"' in html
-    assert "<table" not in html and "details below" not in html
+    assert "ipydevice-table" not in html and "details below" not in html
     text = visible_text(html)
     assert "x is on cpu, model is on meta" in text
     assert "fix: move x to meta (run once, then re-run the cell)" in text
@@ -108,7 +108,7 @@ def test_the_header_points_below_the_traceback(classic: Diagnosis) -> None:
     text = visible_text(html)
     assert "x is on cpu, model is on meta" in text
     assert "fix: move x to meta" in text and "details below the traceback" in text
-    assert "<table" not in html
+    assert "ipydevice-table" not in html
     assert "details below" not in render_header_html(classic, pointer="")
     assert render_header_html(ipydevice.diagnose(ZeroDivisionError("x"))) == ""
 

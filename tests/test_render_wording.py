@@ -289,7 +289,7 @@ def test_optimizer_state_has_its_row_and_its_label(foreach: bool) -> None:
     text = render_diagnosis(d)
     assert re.search(r"✗  opt\.state\s+optimizer state\s+meta", text), text
     html = render_diagnosis_html(d)
-    assert re.search(r'<tr class="ipydevice-culprit"[^>]*>.*?opt\.state</code>', html)
+    assert re.search(r'<div class="ipydevice-culprit"[^>]*>.*?opt\.state</code>', html)
 
 
 # -- columns ------------------------------------------------------------------------------

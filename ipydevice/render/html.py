@@ -58,9 +58,28 @@ ROOT_STYLE = (
     "padding:8px 12px;margin:6px 0;border-radius:0 4px 4px 0;box-sizing:border-box;width:100%;"
     "max-width:100%;overflow-x:auto"
 )
-CELL = "padding:2px 10px 2px 0;text-align:left;vertical-align:top;white-space:nowrap"
+#: The object table is a CSS grid of rows, not a ``<table>``: a notebook's own table
+#: rules (JupyterLab's ``.jp-RenderedHTMLCommon td``: right-aligned, padded, middle)
+#: override anything a cell inherits, so a ``<td>`` needs its whole style inline
+#: (80 bytes a cell, 11 kB a panel); a ``<span>`` inherits it from the grid once. Each
+#: row is a subgrid (its columns the grid's), so that a row carries its background:
+#: JupyterLab's stripes and header rule are its own variables, which mean nothing
+#: (no background, no rule) where they are not defined.
+GRID = (
+    "display:grid;grid-template-columns:repeat(8,auto);justify-content:start;column-gap:10px;"
+    "margin:6px 0;line-height:normal;white-space:nowrap;overflow-wrap:normal"
+)
+ROW = "display:grid;grid-column:1/-1;grid-template-columns:subgrid;padding:2px 10px 2px 0"
+HEAD_ROW = (
+    f"{ROW};font-weight:600;border-bottom:var(--jp-border-width) solid var(--jp-border-color1)"
+)
+#: JupyterLab's stripes (``tbody tr:nth-child(odd)`` / ``(even)``), first row odd.
+STRIPES = (
+    "background:var(--jp-layout-color0)",
+    "background:var(--jp-rendermime-table-row-background)",
+)
 #: Names and frames wrap at spaces (``pos in PosEnc.forward``), never inside a word.
-WRAPPING_CELL = CELL.replace("white-space:nowrap", "white-space:normal;overflow-wrap:normal")
+WRAPS = "white-space:normal"
 CODE = "font-family:var(--jp-code-font-family,ui-monospace,monospace);font-size:12px"
 #: The ``<code>`` inside a ``<pre>``: the notebook's inline-code style (its own
 #: background and padding) would give each line a strip inside the block.
@@ -94,51 +113,50 @@ def _inline_code(text: str) -> str:
 def table_html(
     records: Sequence[ObjectRecord], culprits: set[str], limit: int, sizes: bool = False
 ) -> str:
-    """The objects as an HTML table, culprits marked, long tables folded (``sizes``:
+    """The objects as a grid of rows, culprits marked, long tables folded (``sizes``:
     each device's bytes for an object on several, as ``%devices`` shows them)."""
     header = "".join(
-        f'<th style="{CELL};font-weight:600">{h}</th>'
+        f"<span>{h}</span>"
         for h in ("", "name", "kind", "device", "shape", "dtype", "size", "where")
     )
     shown, rest = list(records[:limit]), list(records[limit:])
-    body = "".join(_row(r, r.name in culprits, sizes) for r in shown)
-    table = f'<table class="ipydevice-table" style="border-collapse:collapse;margin:6px 0"><thead><tr>{header}</tr></thead><tbody>{body}</tbody></table>'
+    body = "".join(_row(r, i, r.name in culprits, sizes) for i, r in enumerate(shown))
+    table = f'<div class="ipydevice-table" style="{GRID}"><div style="{HEAD_ROW}">{header}</div>{body}</div>'
     if rest:
         # Folded rows still cost bytes in the notebook: cap them too.
         folded, hidden = rest[:FOLDED_ROWS], len(rest) - FOLDED_ROWS
-        more = "".join(_row(r, r.name in culprits, sizes) for r in folded)
+        more = "".join(_row(r, i, r.name in culprits, sizes) for i, r in enumerate(folded))
         tail = (
             f'<div style="{MUTED}">… {hidden} more (.table() lists all)</div>' if hidden > 0 else ""
         )
         table += (
             f'<details><summary style="cursor:pointer;{MUTED}">{plural(len(rest), "more object")}</summary>'
-            f'<table style="border-collapse:collapse;margin:6px 0"><tbody>{more}</tbody></table>{tail}</details>'
+            f'<div style="{GRID}">{more}</div>{tail}</details>'
         )
     return table
 
 
-def _row(record: ObjectRecord, is_culprit: bool, sizes: bool = False) -> str:
+def _row(record: ObjectRecord, index: int, is_culprit: bool, sizes: bool = False) -> str:
+    """One row: eight cells, the name and where wrapping at spaces (where's ``<span>``
+    is its cell; the name's ``<code>`` sits in one, inline, as the notebook styles
+    it); ``index`` picks the row's stripe."""
     device = device_text(record, sizes)
-    cells = [
-        "✗" if is_culprit else "",
-        f'<code style="{CODE}">{escape(record.name)}</code>',
+    plain = [
         escape(record.kind if record.kind != "module" else f"module ({record.type_name})"),
         f"<b>{escape(device)}</b>" if is_culprit else escape(device),
         escape(record.shape),
         escape(record.dtype),
         escape(format_bytes(record.nbytes)) if record.nbytes else "",
-        f'<span style="{MUTED}">{escape(record.where)}</span>',
     ]
-    style = f' style="{CULPRIT_ROW}"' if is_culprit else ""
-    klass = ' class="ipydevice-culprit"' if is_culprit else ""
-    return (
-        f"<tr{klass}{style}>"
-        + "".join(
-            f'<td style="{WRAPPING_CELL if i in (1, 7) else CELL}">{c}</td>'
-            for i, c in enumerate(cells)
-        )
-        + "</tr>"
+    cells = (
+        f"<span>{'✗' if is_culprit else ''}</span>"
+        f'<span><code style="{CODE};{WRAPS}">{escape(record.name)}</code></span>'
+        + "".join(f"<span>{c}</span>" for c in plain)
+        + f'<span style="{MUTED};{WRAPS}">{escape(record.where)}</span>'
     )
+    if is_culprit:
+        return f'<div class="ipydevice-culprit" style="{ROW};{CULPRIT_ROW}">{cells}</div>'
+    return f'<div style="{ROW};{STRIPES[index % 2]}">{cells}</div>'
 
 
 def fix_html(number: int, fix: Fix, numbered: bool = True) -> str:
