@@ -54,9 +54,8 @@ __all__ = [
 ACCENT = "#e8590c"
 ROOT_STYLE = (
     "font-family:var(--jp-ui-font-family,system-ui,sans-serif);font-size:13px;line-height:1.45;"
-    f"color:inherit;border-left:4px solid {ACCENT};background:rgba(232,89,12,0.07);"
-    "padding:8px 12px;margin:6px 0;border-radius:0 4px 4px 0;box-sizing:border-box;width:100%;"
-    "max-width:100%;overflow-x:auto"
+    f"border-left:4px solid {ACCENT};background:rgba(232,89,12,0.07);padding:8px 12px;"
+    "margin:6px 0;border-radius:0 4px 4px 0;box-sizing:border-box;width:100%;overflow-x:auto"
 )
 #: The object table is a CSS grid of rows, not a ``<table>``: a notebook's own table
 #: rules (JupyterLab's ``.jp-RenderedHTMLCommon td``: right-aligned, padded, middle)
