@@ -52,10 +52,14 @@ __all__ = [
 ]
 
 ACCENT = "#e8590c"
+#: The code font, named once on each panel's root (``--ipydevice-mono``) and read by
+#: every name and code block inside it (:data:`CODE`): 30 bytes a use instead of 60.
+CODE_FONT = "var(--jp-code-font-family,ui-monospace,monospace)"
 ROOT_STYLE = (
     "font-family:var(--jp-ui-font-family,system-ui,sans-serif);font-size:13px;line-height:1.45;"
     f"border-left:4px solid {ACCENT};background:rgba(232,89,12,0.07);padding:8px 12px;"
-    "margin:6px 0;border-radius:0 4px 4px 0;box-sizing:border-box;width:100%;overflow-x:auto"
+    "margin:6px 0;border-radius:0 4px 4px 0;box-sizing:border-box;width:100%;overflow-x:auto;"
+    f"--ipydevice-mono:{CODE_FONT}"
 )
 #: The object table is a CSS grid of rows, not a ``<table>``: a notebook's own table
 #: rules (JupyterLab's ``.jp-RenderedHTMLCommon td``: right-aligned, padded, middle)
@@ -79,19 +83,18 @@ STRIPES = (
 )
 #: Names and frames wrap at spaces (``pos in PosEnc.forward``), never inside a word.
 WRAPS = "white-space:normal"
-CODE = "font-family:var(--jp-code-font-family,ui-monospace,monospace);font-size:12px"
-#: The ``<code>`` inside a ``<pre>``: the notebook's inline-code style (its own
-#: background and padding) would give each line a strip inside the block.
-CODE_IN_PRE = "background:none;padding:0;margin:0;border:0;border-radius:0;font:inherit;color:inherit;white-space:inherit"
+#: Inside a root of :data:`ROOT_STYLE` only (every ``render_*`` function's output).
+CODE = "font-family:var(--ipydevice-mono);font-size:12px"
 CULPRIT_ROW = "background:rgba(224,49,49,0.12)"
 MUTED = "opacity:0.75"
 FOLDED_ROWS = 200  # rows inside the folded section; the rest are counted, not rendered
 
 
 def code_block(code: str) -> str:
-    """Escaped code in a ``<pre>``."""
+    """Escaped code in a ``<pre>``, with no ``<code>`` inside: the notebook's inline-code
+    style (its own background and padding) would give each line a strip in the block."""
     style = f"{CODE};margin:4px 0 8px 0;padding:6px 8px;background:rgba(127,127,127,0.12);border-radius:3px;white-space:pre;overflow-x:auto"
-    return f'<pre class="ipydevice-code" style="{style}"><code style="{CODE_IN_PRE}">{escape(code)}</code></pre>'
+    return f'<pre class="ipydevice-code" style="{style}">{escape(code)}</pre>'
 
 
 def _inline_code(text: str) -> str:
