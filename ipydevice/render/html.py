@@ -66,11 +66,13 @@ ROOT_STYLE = (
 #: override anything a cell inherits, so a ``<td>`` needs its whole style inline
 #: (80 bytes a cell, 11 kB a panel); a ``<span>`` inherits it from the grid once. Each
 #: row is a subgrid (its columns the grid's), so that a row carries its background:
-#: JupyterLab's stripes and header rule are its own variables, which mean nothing
-#: (no background, no rule) where they are not defined.
+#: JupyterLab's stripes, header rule and table text (colour, size) are its own
+#: variables, which mean nothing (no background, no rule, the panel's text) where
+#: they are not defined.
 GRID = (
     "display:grid;grid-template-columns:repeat(8,auto);justify-content:start;column-gap:10px;"
-    "margin:6px 0;line-height:normal;white-space:nowrap;overflow-wrap:normal"
+    "margin:6px 0;line-height:normal;white-space:nowrap;overflow-wrap:normal;"
+    "color:var(--jp-ui-font-color1);font-size:var(--jp-ui-font-size1)"
 )
 ROW = "display:grid;grid-column:1/-1;grid-template-columns:subgrid;padding:2px 10px 2px 0"
 HEAD_ROW = (
