@@ -327,6 +327,57 @@ def test_long_names_and_frames_wrap_whole_in_the_terminal() -> None:
     assert "white-space:normal" in html and "DistributedDataParallel._log_and_throw" in html
 
 
+def _frame_rows(extra_where: str | None) -> Diagnosis:
+    """A culprit inside a forward, a namespace module, and a third row whose where is
+    ``extra_where`` (``None``: a namespace tensor)."""
+    from ipydevice.model import ObjectRecord, Snapshot
+
+    third = (
+        ObjectRecord("input_ids", "tensor", "Tensor", "meta", "(1, 16)", "int64", 128)
+        if extra_where is None
+        else ObjectRecord("batch", "tensor", "Tensor", "cpu", "(8, 16)", "int64", 1024, where=extra_where)
+    )
+    return Diagnosis(
+        is_device_error=True,
+        family="op_mismatch",
+        target="meta",
+        culprits=(
+            Finding("mask in Attention.forward", "cpu", "tensor", "Attention.forward", "on cpu"),
+        ),
+        snapshot=Snapshot(
+            (
+                ObjectRecord(
+                    "mask in Attention.forward", "tensor", "Tensor", "cpu", "(16, 16)",
+                    "float32", 1024, where="Attention.forward",
+                ),
+                ObjectRecord("model.layers[0]", "module", "Block", "meta", nbytes=4096),
+                third,
+            )
+        ),
+    )
+
+
+def test_the_where_column_only_when_it_adds_to_the_names() -> None:
+    """A name that ends "in <frame>" or is a namespace path already says where it
+    is: the column is left out of both tables unless some row's where adds to it."""
+    d = _frame_rows(None)
+    table = render_diagnosis(d).split("Objects involved")[1].split("Fix")[0]
+    assert "mask in Attention.forward" in table and "model.layers[0]" in table
+    assert "where" not in table and "namespace" not in table
+    assert table.count("Attention.forward") == 1
+    html = render_diagnosis_html(d)
+    assert "<span>where</span>" not in html and "repeat(7,auto)" in html
+    assert ">Attention.forward<" not in html and ">namespace<" not in html
+    for extra in ("DataLoader worker 0", "rank 1", "In [3]"):
+        d = _frame_rows(extra)
+        table = render_diagnosis(d).split("Objects involved")[1].split("Fix")[0]
+        assert "where" in table.splitlines()[1] and extra in table, table
+        assert "namespace" in table  # every row has the column once it is there
+        html = render_diagnosis_html(d)
+        assert "<span>where</span>" in html and "repeat(8,auto)" in html
+        assert f">{extra}<" in html and ">namespace<" in html
+
+
 def test_a_wrapper_inside_torch_is_not_a_row_of_its_own() -> None:
     nb = Notebook()
     nb.run(

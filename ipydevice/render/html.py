@@ -35,6 +35,7 @@ from ipydevice.render.text import (
     plural,
     shown_notes,
     shows_message,
+    shows_where,
     table_records,
     title_parts,
     why_text,
@@ -119,31 +120,35 @@ def table_html(
 ) -> str:
     """The objects as a grid of rows, culprits marked, long tables folded (``sizes``:
     each device's bytes for an object on several, as ``%devices`` shows them)."""
-    header = "".join(
-        f"<span>{h}</span>"
-        for h in ("", "name", "kind", "device", "shape", "dtype", "size", "where")
-    )
     shown, rest = list(records[:limit]), list(records[limit:])
-    body = "".join(_row(r, i, r.name in culprits, sizes) for i, r in enumerate(shown))
-    table = f'<div class="ipydevice-table" style="{GRID}"><div style="{HEAD_ROW}">{header}</div>{body}</div>'
+    # Folded rows still cost bytes in the notebook: cap them too.
+    folded, hidden = rest[:FOLDED_ROWS], len(rest) - FOLDED_ROWS
+    where = shows_where(shown + folded)
+    heads = ("", "name", "kind", "device", "shape", "dtype", "size", "where")
+    header = "".join(f"<span>{h}</span>" for h in heads[: None if where else -1])
+    grid = GRID if where else GRID.replace("repeat(8,", "repeat(7,")
+    body = "".join(_row(r, i, r.name in culprits, sizes, where) for i, r in enumerate(shown))
+    table = f'<div class="ipydevice-table" style="{grid}"><div style="{HEAD_ROW}">{header}</div>{body}</div>'
     if rest:
-        # Folded rows still cost bytes in the notebook: cap them too.
-        folded, hidden = rest[:FOLDED_ROWS], len(rest) - FOLDED_ROWS
-        more = "".join(_row(r, i, r.name in culprits, sizes) for i, r in enumerate(folded))
+        more = "".join(
+            _row(r, i, r.name in culprits, sizes, where) for i, r in enumerate(folded)
+        )
         tail = (
             f'<div style="{MUTED}">… {hidden} more (.table() lists all)</div>' if hidden > 0 else ""
         )
         table += (
             f'<details><summary style="cursor:pointer;{MUTED}">{plural(len(rest), "more object")}</summary>'
-            f'<div style="{GRID}">{more}</div>{tail}</details>'
+            f'<div style="{grid}">{more}</div>{tail}</details>'
         )
     return table
 
 
-def _row(record: ObjectRecord, index: int, is_culprit: bool, sizes: bool = False) -> str:
-    """One row: eight cells, the name and where wrapping at spaces (where's ``<span>``
-    is its cell; the name's ``<code>`` sits in one, inline, as the notebook styles
-    it); ``index`` picks the row's stripe."""
+def _row(
+    record: ObjectRecord, index: int, is_culprit: bool, sizes: bool = False, where: bool = True
+) -> str:
+    """One row: eight cells (seven without ``where``), the name and where wrapping at
+    spaces (where's ``<span>`` is its cell; the name's ``<code>`` sits in one, inline,
+    as the notebook styles it); ``index`` picks the row's stripe."""
     device = device_text(record, sizes)
     plain = [
         escape(record.kind if record.kind != "module" else f"module ({record.type_name})"),
@@ -156,7 +161,7 @@ def _row(record: ObjectRecord, index: int, is_culprit: bool, sizes: bool = False
         f"<span>{'✗' if is_culprit else ''}</span>"
         f'<span><code style="{CODE};{WRAPS}">{escape(record.name)}</code></span>'
         + "".join(f"<span>{c}</span>" for c in plain)
-        + f'<span style="{MUTED};{WRAPS}">{escape(record.where)}</span>'
+        + (f'<span style="{MUTED};{WRAPS}">{escape(record.where)}</span>' if where else "")
     )
     if is_culprit:
         return f'<div class="ipydevice-culprit" style="{ROW};{CULPRIT_ROW}">{cells}</div>'

@@ -316,6 +316,24 @@ def record_row(record: ObjectRecord, culprit_names: set[str], sizes: bool = Fals
     ]
 
 
+def where_adds(record: ObjectRecord) -> bool:
+    """Whether a row's ``where`` says something its name does not: not for
+    ``mask in Attention.forward`` in ``Attention.forward``, nor for a namespace
+    path (a name without `` in ``) in ``namespace``; yes for ``DataLoader worker 0``,
+    ``rank 1`` or ``In [3]``."""
+    where = record.where
+    if not where or record.name.endswith(f" in {where}"):
+        return False
+    return not (where == "namespace" and " in " not in record.name)
+
+
+def shows_where(records: Sequence[ObjectRecord]) -> bool:
+    """Whether a table of ``records`` has its ``where`` column: only when some row's
+    ``where`` adds to its name (:func:`where_adds`), so that no row says a fact twice.
+    The text and the HTML tables both ask this."""
+    return any(where_adds(r) for r in records)
+
+
 def ordered_records(d: Diagnosis) -> list[ObjectRecord]:
     """Culprits first, then the rest in discovery order."""
     culprit_names = {f.name for f in d.culprits}
@@ -472,8 +490,11 @@ def _table_lines(d: Diagnosis, width: int, limit: int, verbosity: Verbosity) -> 
     if not records:
         return []
     culprit_names = {f.name for f in d.culprits}
+    shown = records[:limit]
     header = ["", "name", "kind", "device", "shape", "dtype", "size", "where"]
-    rows = [header] + [record_row(r, culprit_names) for r in records[:limit]]
+    rows = [header] + [record_row(r, culprit_names) for r in shown]
+    if not shows_where(shown):
+        rows = [row[:-1] for row in rows]
     lines = ["", "  Objects involved"]
     lines += ["    " + line for line in columns(rows, width - 4, _MAX_CELL)]
     if len(records) > limit:
