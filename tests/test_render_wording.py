@@ -335,7 +335,9 @@ def _frame_rows(extra_where: str | None) -> Diagnosis:
     third = (
         ObjectRecord("input_ids", "tensor", "Tensor", "meta", "(1, 16)", "int64", 128)
         if extra_where is None
-        else ObjectRecord("batch", "tensor", "Tensor", "cpu", "(8, 16)", "int64", 1024, where=extra_where)
+        else ObjectRecord(
+            "batch", "tensor", "Tensor", "cpu", "(8, 16)", "int64", 1024, where=extra_where
+        )
     )
     return Diagnosis(
         is_device_error=True,
@@ -347,8 +349,14 @@ def _frame_rows(extra_where: str | None) -> Diagnosis:
         snapshot=Snapshot(
             (
                 ObjectRecord(
-                    "mask in Attention.forward", "tensor", "Tensor", "cpu", "(16, 16)",
-                    "float32", 1024, where="Attention.forward",
+                    "mask in Attention.forward",
+                    "tensor",
+                    "Tensor",
+                    "cpu",
+                    "(16, 16)",
+                    "float32",
+                    1024,
+                    where="Attention.forward",
                 ),
                 ObjectRecord("model.layers[0]", "module", "Block", "meta", nbytes=4096),
                 third,

@@ -130,9 +130,7 @@ def table_html(
     body = "".join(_row(r, i, r.name in culprits, sizes, where) for i, r in enumerate(shown))
     table = f'<div class="ipydevice-table" style="{grid}"><div style="{HEAD_ROW}">{header}</div>{body}</div>'
     if rest:
-        more = "".join(
-            _row(r, i, r.name in culprits, sizes, where) for i, r in enumerate(folded)
-        )
+        more = "".join(_row(r, i, r.name in culprits, sizes, where) for i, r in enumerate(folded))
         tail = (
             f'<div style="{MUTED}">… {hidden} more (.table() lists all)</div>' if hidden > 0 else ""
         )
