@@ -170,6 +170,18 @@ def test_folded_rows_are_counted_in_words() -> None:
     assert "2 more objects</summary>" in render_inventory_html(inv, limit=1)
 
 
+def test_folded_rows_are_escaped_text_in_one_pre() -> None:
+    records = tuple(
+        ObjectRecord(f"t{i}{HOSTILE}", "tensor", "Tensor", HOSTILE, "(1,)", where=HOSTILE)
+        for i in range(4)
+    )
+    inv = Inventory(records=records, totals=(DeviceShare("cpu", 4, 16),))
+    html = render_inventory_html(inv, limit=1)
+    folded = html.split('<pre class="ipydevice-folded"')[1].split("</pre>")[0]
+    assert "<img" not in html and folded.count("onerror=&quot;alert(1)&quot;&gt;") == 9
+    assert "t1" in folded and "t3" in folded and "<div" not in folded
+
+
 def test_context_html_has_no_repeated_headline_words_for_the_gallery() -> None:
     """The loss-weight case: the headline names the buffer, the fix moves the loss."""
     nb = Notebook()

@@ -570,4 +570,7 @@ def test_the_default_table_shows_the_culprit_and_counts_the_rest() -> None:
     assert "… 4 more (d.table() lists all)" in table and "t6" in table and "t7" not in table
     assert "late = late.to('meta')" in table
     html = render_diagnosis_html(d)
-    assert html.index(">late<") < html.index("4 more objects</summary>") < html.index(">t7<")
+    assert html.index(">late<") < html.index("4 more objects</summary>") < html.index(" t7 ")
+    # The folded rows are written as the text table writes its rows, escaped, in one <pre>.
+    folded = html.split('<pre class="ipydevice-folded"')[1].split("</pre>")[0]
+    assert "t7" in folded and "<span" not in folded and "name" in folded

@@ -489,17 +489,29 @@ def _table_lines(d: Diagnosis, width: int, limit: int, verbosity: Verbosity) -> 
     records = table_records(d, verbosity)
     if not records:
         return []
-    culprit_names = {f.name for f in d.culprits}
     shown = records[:limit]
-    header = ["", "name", "kind", "device", "shape", "dtype", "size", "where"]
-    rows = [header] + [record_row(r, culprit_names) for r in shown]
-    if not shows_where(shown):
-        rows = [row[:-1] for row in rows]
     lines = ["", "  Objects involved"]
-    lines += ["    " + line for line in columns(rows, width - 4, _MAX_CELL)]
+    lines += ["    " + line for line in row_lines(shown, {f.name for f in d.culprits}, width - 4)]
     if len(records) > limit:
         lines.append(f"    … {len(records) - limit} more (d.table() lists all)")
     return lines
+
+
+def row_lines(
+    records: Sequence[ObjectRecord],
+    culprit_names: set[str],
+    width: int = 96,
+    sizes: bool = False,
+    where: bool | None = None,
+) -> list[str]:
+    """The object table as text lines, a header row first: the text report's table
+    and the HTML panel's folded rows (its ``<pre>``) both write rows this way.
+    ``where``: whether the where column is shown (default: :func:`shows_where`)."""
+    header = ["", "name", "kind", "device", "shape", "dtype", "size", "where"]
+    rows = [header] + [record_row(r, culprit_names, sizes) for r in records]
+    if not (shows_where(records) if where is None else where):
+        rows = [row[:-1] for row in rows]
+    return columns(rows, width, _MAX_CELL)
 
 
 def _fix_lines(fixes: Sequence[Fix], width: int = 100, s: _Style | None = None) -> list[str]:
