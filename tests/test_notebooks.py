@@ -173,7 +173,10 @@ def test_quickstart_applies_the_fix_and_the_cell_runs_again(run_notebook) -> Non
     nb = run_notebook(QUICKSTART)
     failing = _cell_with(nb, "out = model(x)")
     panel = _panel_after_error(failing)
-    assert "`x` is on cpu, `model` is on cuda:0" in panel["text/plain"]
+    # The header above the traceback says the headline; the panel below does not repeat it.
+    header = failing.outputs[0].data["text/plain"]
+    assert "`x` is on cpu, `model` is on cuda:0" in header
+    assert "`x` is on cpu, `model` is on cuda:0" not in panel["text/plain"]
     assert "x = x.to('cuda:0')" in panel["text/plain"]
     applied = next(c for c in nb.cells if "d.fixes[0].apply(globals())" in c.source)
     assert "moved x to cuda:0" in _text(applied)

@@ -101,6 +101,21 @@ def test_verbose_adds_message_findings_rows_and_frames(classic: Diagnosis) -> No
     assert "more object" not in text  # every row, whatever the limit
 
 
+def test_a_headed_panel_leaves_the_headline_to_the_header(classic: Diagnosis) -> None:
+    from ipydevice.render.text import render_diagnosis
+
+    alone, headed = render_diagnosis_html(classic), render_diagnosis_html(classic, headed=True)
+    assert "x is on cpu, model is on meta" in visible_text(alone)
+    assert "x is on cpu, model is on meta" not in visible_text(headed)
+    assert "x is on cpu, model is on meta" in visible_text(render_header_html(classic))
+    for page in (headed, render_diagnosis(classic, headed=True)):
+        assert "ipydevice · device error" in page and "x = x.to('meta')" in page.replace(
+            "&#x27;", "'"
+        )
+    assert "`x` is on cpu" not in render_diagnosis(classic, headed=True)
+    assert render_diagnosis(classic) == str(classic) and alone == classic._repr_html_()
+
+
 def test_the_header_points_below_the_traceback(classic: Diagnosis) -> None:
     html = render_header_html(classic)
     assert html.startswith('<div class="ipydevice-header"')

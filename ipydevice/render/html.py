@@ -199,10 +199,12 @@ def fixes_html(fixes: Sequence[Fix]) -> str:
 
 
 def render_diagnosis_html(
-    d: Diagnosis, limit: int | None = None, verbosity: Verbosity = "context"
+    d: Diagnosis, limit: int | None = None, verbosity: Verbosity = "context", headed: bool = False
 ) -> str:
     """The static panel: ``minimal`` is the headline and the best fix, ``context``
-    the panel, ``verbose`` adds every object, the error message and the frames."""
+    the panel, ``verbose`` adds every object, the error message and the frames.
+    ``headed``: the panel follows a header that says the headline (a kernel's,
+    above the traceback), so it says its title without the headline."""
     verbosity = as_verbosity(verbosity)
     d = visible_fields(d)
     if not d.is_device_error:
@@ -213,7 +215,7 @@ def render_diagnosis_html(
 
     records = table_records(d, verbosity)
     limit = len(records) if verbosity == "verbose" else limit or current().max_rows
-    parts = [panel_top_html(d, verbosity)]
+    parts = [panel_top_html(d, verbosity, headed)]
     if records:
         parts.append(table_html(records, {f.name for f in d.culprits}, limit))
     parts.append(fixes_html(d.fixes))
@@ -251,17 +253,21 @@ def _compact_html(d: Diagnosis, klass: str, pointer: str) -> str:
     return f'<div class="{klass}" style="{style}">{"".join(parts)}</div>'
 
 
-def panel_top_html(d: Diagnosis, verbosity: Verbosity = "context") -> str:
+def panel_top_html(d: Diagnosis, verbosity: Verbosity = "context", headed: bool = False) -> str:
     """Title, headline, the failing module when the headline does not name it, and
-    the findings that explain something (the panel and the widget share it)."""
+    the findings that explain something (the panel and the widget share it);
+    ``headed``: no headline (a header above says it)."""
     d = visible_fields(d)
     title, kind = title_parts(d)
     parts = [
         f'<div class="ipydevice-title" style="font-weight:600">{escape(title)}'
         + (f'<span style="font-weight:400">: {escape(kind)}</span>' if kind else "")
-        + "</div>",
-        f'<div class="ipydevice-headline" style="font-size:14px;margin:4px 0 2px 0">{_inline_code(headline(d))}</div>',
+        + "</div>"
     ]
+    if not headed:
+        parts.append(
+            f'<div class="ipydevice-headline" style="font-size:14px;margin:4px 0 2px 0">{_inline_code(headline(d))}</div>'
+        )
     module = failing_module_label(d)
     if module:
         parts.append(

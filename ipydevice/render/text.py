@@ -392,6 +392,7 @@ def render_diagnosis(
     max_rows: int | None = None,
     color: bool | None = False,
     verbosity: Verbosity = "context",
+    headed: bool = False,
 ) -> str:
     """The text report.
 
@@ -403,6 +404,8 @@ def render_diagnosis(
         color: ANSI emphasis, decided by :func:`use_color` (``False``, the default,
             gives plain text; ``None`` asks the environment and stdout).
         verbosity: ``minimal``, ``context`` or ``verbose`` (see the module doc).
+        headed: the report follows a header that says the headline (a kernel's,
+            above the traceback): the title line without the headline under it.
     """
     verbosity = as_verbosity(verbosity)
     style = _Style(use_color(color))
@@ -417,7 +420,10 @@ def render_diagnosis(
     s = style
     title, kind = title_parts(d)
     out = [f"{s.bold}{title}{s.reset}" + (f": {kind}" if kind else "")]
-    out += [f"{s.bold}{s.red}{line}{s.reset}" for line in _wrap(headline(d), width, "  ", "    ")]
+    if not headed:
+        out += [
+            f"{s.bold}{s.red}{line}{s.reset}" for line in _wrap(headline(d), width, "  ", "    ")
+        ]
     module = failing_module_label(d)
     if module:
         out += _wrap(f"failed in {module}", width, "  ", "    ")
