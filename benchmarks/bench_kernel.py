@@ -282,8 +282,8 @@ def main() -> dict[str, Any]:
         ]
         + (
             [
-                "bytes: most of the excess is the panel's HTML table, every cell with its "
-                "inline style (see RESULTS.md, the kernel path)"
+                "bytes: most of the excess is the panel's HTML, its object table's rows "
+                "(shown and folded) first (see RESULTS.md, the kernel path)"
             ]
             if not goals["bytes"]
             else []

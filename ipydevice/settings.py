@@ -36,7 +36,8 @@ class Settings:
     """Limits and switches for scanning, diagnosing and rendering.
 
     Attributes:
-        max_rows: rows shown in a table before "… N more" is printed.
+        max_rows: rows shown in a table before "… N more" is printed (8: a panel
+            shows its culprit, which comes first, and its fix without scrolling).
         max_depth: how deep containers and attribute chains are followed.
         max_items: items looked at in one container (list, dict, ...).
         max_objects: objects visited in one scan, all roots together; also the
@@ -60,7 +61,7 @@ class Settings:
             plugin attach it whatever this says.
     """
 
-    max_rows: int = 12
+    max_rows: int = 8
     max_depth: int = 4
     max_items: int = 200
     max_objects: int = 5000

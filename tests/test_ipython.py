@@ -260,6 +260,25 @@ def test_widget_off_leaves_the_static_outputs(kernel_ip: InteractiveShell) -> No
     assert outputs_of(cap) == ["header", "panel"]
 
 
+def test_in_a_kernel_the_panel_does_not_repeat_the_headers_headline(
+    kernel_ip: InteractiveShell,
+) -> None:
+    cap, _ = run_captured(kernel_ip, MISMATCH)
+    assert outputs_of(cap) == ["header", "panel", "buttons"]
+    header, panel = cap.outputs[0].data, cap.outputs[1].data
+    assert "`x` is on cpu" in header["text/plain"] and "ipydevice-headline" in header["text/html"]
+    for mime in ("text/plain", "text/html"):
+        assert "is on cpu" not in panel[mime], panel[mime]
+    assert "ipydevice-headline" not in panel["text/html"]
+    assert panel["text/plain"].startswith("ipydevice · device error: ")
+    assert "ipydevice-title" in panel["text/html"]
+    assert "target meta" in panel["text/plain"]  # the target's reason: the header does not say it
+    assert "x = x.to('meta')" in panel["text/plain"]  # the objects and fixes stay
+    # Standalone, the same diagnosis says its headline.
+    alone = ext.hook_of(kernel_ip).last
+    assert "`x` is on cpu" in str(alone) and "ipydevice-headline" in alone._repr_html_()
+
+
 @pytest.mark.parametrize(
     ("xmode", "setting", "expected"),
     [

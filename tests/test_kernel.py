@@ -111,7 +111,10 @@ def test_header_error_then_panel_in_the_same_request(kernel: Kernel) -> None:
     assert "x = x.to('meta')" in update["content"]["data"]["text/plain"]
     data = panel["content"]["data"]
     assert set(data) == {"text/plain", "text/html"}  # what exporters keep
-    assert "`x` is on cpu" in data["text/plain"]
+    # The panel below the traceback does not say the header's headline again.
+    assert data["text/plain"].startswith("ipydevice · device error: ")
+    assert "is on cpu" not in data["text/plain"] and "is on cpu" not in data["text/html"]
+    assert "x = x.to('meta')" in data["text/plain"]
     assert messages[-1]["msg_type"] == "status"
     assert messages[-1]["content"]["execution_state"] == "idle"
 

@@ -173,7 +173,10 @@ def test_quickstart_applies_the_fix_and_the_cell_runs_again(run_notebook) -> Non
     nb = run_notebook(QUICKSTART)
     failing = _cell_with(nb, "out = model(x)")
     panel = _panel_after_error(failing)
-    assert "`x` is on cpu, `model` is on cuda:0" in panel["text/plain"]
+    # The header above the traceback says the headline; the panel below does not repeat it.
+    header = failing.outputs[0].data["text/plain"]
+    assert "`x` is on cpu, `model` is on cuda:0" in header
+    assert "`x` is on cpu, `model` is on cuda:0" not in panel["text/plain"]
     assert "x = x.to('cuda:0')" in panel["text/plain"]
     applied = next(c for c in nb.cells if "d.fixes[0].apply(globals())" in c.source)
     assert "moved x to cuda:0" in _text(applied)
@@ -206,7 +209,7 @@ def test_quickstart_exports_to_static_html_with_the_table(run_notebook) -> None:
     panel = body[start:end]  # the rendered panel, up to the next output or cell
     assert "<script" not in panel.lower()
     assert 'class="ipydevice-table"' in panel
-    culprit_row = re.search(r'<tr class="ipydevice-culprit".*?</tr>', panel, re.S)
+    culprit_row = re.search(r'<div class="ipydevice-culprit".*?</div>', panel, re.S)
     assert culprit_row and re.search(r"<code[^>]*>x</code>", culprit_row.group()), (
         "culprit x not in the table"
     )

@@ -78,7 +78,7 @@ def test_one_fix_is_not_numbered() -> None:
 def test_minimal_is_the_headline_and_the_best_fix(classic: Diagnosis) -> None:
     html = render_diagnosis_html(classic, verbosity="minimal")
     assert 'class="ipydevice-panel ipydevice-minimal"' in html
-    assert "<table" not in html and "details below" not in html
+    assert "ipydevice-table" not in html and "details below" not in html
     text = visible_text(html)
     assert "x is on cpu, model is on meta" in text
     assert "fix: move x to meta (run once, then re-run the cell)" in text
@@ -101,6 +101,21 @@ def test_verbose_adds_message_findings_rows_and_frames(classic: Diagnosis) -> No
     assert "more object" not in text  # every row, whatever the limit
 
 
+def test_a_headed_panel_leaves_the_headline_to_the_header(classic: Diagnosis) -> None:
+    from ipydevice.render.text import render_diagnosis
+
+    alone, headed = render_diagnosis_html(classic), render_diagnosis_html(classic, headed=True)
+    assert "x is on cpu, model is on meta" in visible_text(alone)
+    assert "x is on cpu, model is on meta" not in visible_text(headed)
+    assert "x is on cpu, model is on meta" in visible_text(render_header_html(classic))
+    for page in (headed, render_diagnosis(classic, headed=True)):
+        assert "ipydevice · device error" in page and "x = x.to('meta')" in page.replace(
+            "&#x27;", "'"
+        )
+    assert "`x` is on cpu" not in render_diagnosis(classic, headed=True)
+    assert render_diagnosis(classic) == str(classic) and alone == classic._repr_html_()
+
+
 def test_the_header_points_below_the_traceback(classic: Diagnosis) -> None:
     html = render_header_html(classic)
     assert html.startswith('<div class="ipydevice-header"')
@@ -108,7 +123,7 @@ def test_the_header_points_below_the_traceback(classic: Diagnosis) -> None:
     text = visible_text(html)
     assert "x is on cpu, model is on meta" in text
     assert "fix: move x to meta" in text and "details below the traceback" in text
-    assert "<table" not in html
+    assert "ipydevice-table" not in html
     assert "details below" not in render_header_html(classic, pointer="")
     assert render_header_html(ipydevice.diagnose(ZeroDivisionError("x"))) == ""
 
@@ -168,6 +183,18 @@ def test_folded_rows_are_counted_in_words() -> None:
     inv = Inventory(records=records, totals=(DeviceShare("cpu", 3, 12),))
     assert "1 more object</summary>" in render_inventory_html(inv, limit=2)
     assert "2 more objects</summary>" in render_inventory_html(inv, limit=1)
+
+
+def test_folded_rows_are_escaped_text_in_one_pre() -> None:
+    records = tuple(
+        ObjectRecord(f"t{i}{HOSTILE}", "tensor", "Tensor", HOSTILE, "(1,)", where=HOSTILE)
+        for i in range(4)
+    )
+    inv = Inventory(records=records, totals=(DeviceShare("cpu", 4, 16),))
+    html = render_inventory_html(inv, limit=1)
+    folded = html.split('<pre class="ipydevice-folded"')[1].split("</pre>")[0]
+    assert "<img" not in html and folded.count("onerror=&quot;alert(1)&quot;&gt;") == 9
+    assert "t1" in folded and "t3" in folded and "<div" not in folded
 
 
 def test_context_html_has_no_repeated_headline_words_for_the_gallery() -> None:

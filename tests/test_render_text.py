@@ -545,3 +545,32 @@ def test_the_demo_tour_says_each_fact_once(number: int) -> None:
     minimal = render_diagnosis(d, verbosity="minimal").splitlines()
     assert 2 <= len(minimal) <= 6 and minimal[0] == f"ipydevice · {headline(d)}"
     assert len(render_header(d).splitlines()) <= 7
+
+
+def test_the_default_table_shows_the_culprit_and_counts_the_rest() -> None:
+    """At the default ``max_rows`` (8) the panel shows the culprit and the fix without
+    scrolling: the culprit's row comes first wherever it was found, the rest are
+    counted, in text and in HTML."""
+    from ipydevice.render.html import render_diagnosis_html
+    from ipydevice.settings import Settings
+
+    assert Settings().max_rows == 8
+    others = [ObjectRecord(f"t{i}", "tensor", "Tensor", "meta", "(2,)") for i in range(11)]
+    records = (*others, ObjectRecord("late", "tensor", "Tensor", "cpu", "(2,)"))
+    d = Diagnosis(
+        is_device_error=True,
+        family="op_mismatch",
+        target="meta",
+        culprits=(Finding("late", "cpu", "tensor", "namespace", "on cpu"),),
+        snapshot=Snapshot(records),
+        fixes=(Fix("Move late to meta", "late = late.to('meta')", "namespace"),),
+    )
+    table = render_diagnosis(d).split("Objects involved")[1]
+    assert table.splitlines()[2].split()[:2] == ["✗", "late"], table
+    assert "… 4 more (d.table() lists all)" in table and "t6" in table and "t7" not in table
+    assert "late = late.to('meta')" in table
+    html = render_diagnosis_html(d)
+    assert html.index(">late<") < html.index("4 more objects</summary>") < html.index(" t7 ")
+    # The folded rows are written as the text table writes its rows, escaped, in one <pre>.
+    folded = html.split('<pre class="ipydevice-folded"')[1].split("</pre>")[0]
+    assert "t7" in folded and "<span" not in folded and "name" in folded

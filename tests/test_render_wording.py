@@ -62,11 +62,10 @@ def test_backquoted_words_are_escaped_inside_code() -> None:
 
 def test_code_blocks_have_no_line_strips(classic: Diagnosis) -> None:
     block = code_block("a = 1\nb = 2")
-    inner = re.search(r"<pre[^>]*><code style=\"([^\"]*)\">", block)
-    assert inner is not None
-    assert "background:none" in inner[1] and "padding:0" in inner[1]
+    assert re.fullmatch(r"<pre[^>]*>a = 1\nb = 2</pre>", block)  # no <code> to style as inline code
     for html in (render_diagnosis_html(classic), render_header_html(classic)):
         assert "<pre" in html and "<code>" not in html
+        assert not re.search(r"<pre[^>]*><code", html)
 
 
 def test_the_boxes_size_their_padding_inside(classic: Diagnosis) -> None:
@@ -289,7 +288,7 @@ def test_optimizer_state_has_its_row_and_its_label(foreach: bool) -> None:
     text = render_diagnosis(d)
     assert re.search(r"✗  opt\.state\s+optimizer state\s+meta", text), text
     html = render_diagnosis_html(d)
-    assert re.search(r'<tr class="ipydevice-culprit"[^>]*>.*?opt\.state</code>', html)
+    assert re.search(r'<div class="ipydevice-culprit"[^>]*>.*?opt\.state</code>', html)
 
 
 # -- columns ------------------------------------------------------------------------------
@@ -326,6 +325,65 @@ def test_long_names_and_frames_wrap_whole_in_the_terminal() -> None:
             assert word in words, (width, text)
     html = render_diagnosis_html(d)
     assert "white-space:normal" in html and "DistributedDataParallel._log_and_throw" in html
+
+
+def _frame_rows(extra_where: str | None) -> Diagnosis:
+    """A culprit inside a forward, a namespace module, and a third row whose where is
+    ``extra_where`` (``None``: a namespace tensor)."""
+    from ipydevice.model import ObjectRecord, Snapshot
+
+    third = (
+        ObjectRecord("input_ids", "tensor", "Tensor", "meta", "(1, 16)", "int64", 128)
+        if extra_where is None
+        else ObjectRecord(
+            "batch", "tensor", "Tensor", "cpu", "(8, 16)", "int64", 1024, where=extra_where
+        )
+    )
+    return Diagnosis(
+        is_device_error=True,
+        family="op_mismatch",
+        target="meta",
+        culprits=(
+            Finding("mask in Attention.forward", "cpu", "tensor", "Attention.forward", "on cpu"),
+        ),
+        snapshot=Snapshot(
+            (
+                ObjectRecord(
+                    "mask in Attention.forward",
+                    "tensor",
+                    "Tensor",
+                    "cpu",
+                    "(16, 16)",
+                    "float32",
+                    1024,
+                    where="Attention.forward",
+                ),
+                ObjectRecord("model.layers[0]", "module", "Block", "meta", nbytes=4096),
+                third,
+            )
+        ),
+    )
+
+
+def test_the_where_column_only_when_it_adds_to_the_names() -> None:
+    """A name that ends "in <frame>" or is a namespace path already says where it
+    is: the column is left out of both tables unless some row's where adds to it."""
+    d = _frame_rows(None)
+    table = render_diagnosis(d).split("Objects involved")[1].split("Fix")[0]
+    assert "mask in Attention.forward" in table and "model.layers[0]" in table
+    assert "where" not in table and "namespace" not in table
+    assert table.count("Attention.forward") == 1
+    html = render_diagnosis_html(d)
+    assert "<span>where</span>" not in html and "repeat(7,auto)" in html
+    assert ">Attention.forward<" not in html and ">namespace<" not in html
+    for extra in ("DataLoader worker 0", "rank 1", "In [3]"):
+        d = _frame_rows(extra)
+        table = render_diagnosis(d).split("Objects involved")[1].split("Fix")[0]
+        assert "where" in table.splitlines()[1] and extra in table, table
+        assert "namespace" in table  # every row has the column once it is there
+        html = render_diagnosis_html(d)
+        assert "<span>where</span>" in html and "repeat(8,auto)" in html
+        assert f">{extra}<" in html and ">namespace<" in html
 
 
 def test_a_wrapper_inside_torch_is_not_a_row_of_its_own() -> None:

@@ -418,9 +418,8 @@ class _Hook:
             fixes = [fix] if fix is not None else []
             bundle = None if headed else self.stage("rendering", header_bundle, diagnosis, False)
         else:
-            bundle = self.stage(
-                "rendering", panel_bundle, diagnosis, not kernel, verbosity, _colors(self.shell)
-            )
+            args = (diagnosis, not kernel, verbosity, _colors(self.shell), headed)
+            bundle = self.stage("rendering", panel_bundle, *args)
         if bundle is not None:
             self.stage("display", _publish, bundle)
         if bundle is not None or headed:

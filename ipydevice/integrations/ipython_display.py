@@ -139,8 +139,11 @@ def panel_bundle(
     terminal: bool = False,
     verbosity: str = "Context",
     colors: Any = None,
+    headed: bool = False,
 ) -> dict[str, str]:
-    """The full panel at ``verbosity``: plain text and escaped HTML.
+    """The full panel at ``verbosity``: plain text and escaped HTML; ``headed`` (at
+    ``Context``): a header above the traceback says the headline, and the panel
+    does not say it again.
 
     In terminal IPython the text fits the terminal's width and is coloured as
     IPython's tracebacks are: never under the ``NoColor`` scheme (``colors``, the
@@ -149,7 +152,7 @@ def panel_bundle(
     from ipydevice.render.text import as_verbosity
 
     level = as_verbosity(verbosity)
-    if terminal or level != "context":
+    if terminal or level != "context" or headed:
         from ipydevice.integrations.excepthook import terminal_style
         from ipydevice.render.html import render_diagnosis_html
         from ipydevice.render.text import render_diagnosis
@@ -157,8 +160,9 @@ def panel_bundle(
         width, color = terminal_style(sys.stdout) if terminal else (100, False)
         if terminal and isinstance(colors, str) and colors.lower() == "nocolor":
             color = False
-        text = render_diagnosis(diagnosis, width=width, color=color, verbosity=level)
-        page = render_diagnosis_html(diagnosis, verbosity=level)
+        headed = headed and level == "context"
+        text = render_diagnosis(diagnosis, width, color=color, verbosity=level, headed=headed)
+        page = render_diagnosis_html(diagnosis, verbosity=level, headed=headed)
         return {"text/plain": text, "text/html": anchored(diagnosis, page)}
     return {"text/plain": str(diagnosis), "text/html": anchored(diagnosis, diagnosis._repr_html_())}
 

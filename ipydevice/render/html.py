@@ -33,8 +33,10 @@ from ipydevice.render.text import (
     inventory_scope,
     nothing_here,
     plural,
+    row_lines,
     shown_notes,
     shows_message,
+    shows_where,
     table_records,
     title_parts,
     why_text,
@@ -52,28 +54,59 @@ __all__ = [
 ]
 
 ACCENT = "#e8590c"
+#: Translucent colours are written ``#rrggbbaa`` (``12`` is 0.07, ``1f`` 0.12, ``26``
+#: 0.15): the same colour as ``rgba()`` to the 8 bits a browser keeps, in fewer bytes.
+#: The code font, named once on each panel's root (``--ipydevice-mono``) and read by
+#: every name and code block inside it (:data:`CODE`): 30 bytes a use instead of 60.
+CODE_FONT = "var(--jp-code-font-family,ui-monospace,monospace)"
 ROOT_STYLE = (
     "font-family:var(--jp-ui-font-family,system-ui,sans-serif);font-size:13px;line-height:1.45;"
-    f"color:inherit;border-left:4px solid {ACCENT};background:rgba(232,89,12,0.07);"
-    "padding:8px 12px;margin:6px 0;border-radius:0 4px 4px 0;box-sizing:border-box;width:100%;"
-    "max-width:100%;overflow-x:auto"
+    f"border-left:4px solid {ACCENT};background:{ACCENT}12;padding:8px 12px;"
+    "margin:6px 0;border-radius:0 4px 4px 0;box-sizing:border-box;width:100%;overflow-x:auto;"
+    f"--ipydevice-mono:{CODE_FONT}"
 )
-CELL = "padding:2px 10px 2px 0;text-align:left;vertical-align:top;white-space:nowrap"
+#: The object table is a CSS grid of rows, not a ``<table>``: a notebook's own table
+#: rules (JupyterLab's ``.jp-RenderedHTMLCommon td``: right-aligned, padded, middle)
+#: override anything a cell inherits, so a ``<td>`` needs its whole style inline
+#: (80 bytes a cell, 11 kB a panel); a ``<span>`` inherits it from the grid once. Each
+#: row is a subgrid (its columns the grid's), so that a row carries its background:
+#: JupyterLab's stripes, header rule and table text (colour, size) are its own
+#: variables, which mean nothing (no background, no rule, the panel's text) where
+#: they are not defined.
+GRID = (
+    "display:grid;grid-template-columns:repeat(8,auto);justify-content:start;column-gap:10px;"
+    "margin:6px 0;line-height:normal;white-space:nowrap;overflow-wrap:normal;"
+    "color:var(--jp-ui-font-color1);font-size:var(--jp-ui-font-size1)"
+)
+ROW = "display:grid;grid-column:1/-1;grid:none/subgrid;padding:2px 10px 2px 0"
+HEAD_ROW = (
+    f"{ROW};font-weight:600;border-bottom:var(--jp-border-width) solid var(--jp-border-color1)"
+)
+#: JupyterLab's stripes (``tbody tr:nth-child(odd)`` / ``(even)``), first row odd.
+STRIPES = (
+    "background:var(--jp-layout-color0)",
+    "background:var(--jp-rendermime-table-row-background)",
+)
 #: Names and frames wrap at spaces (``pos in PosEnc.forward``), never inside a word.
-WRAPPING_CELL = CELL.replace("white-space:nowrap", "white-space:normal;overflow-wrap:normal")
-CODE = "font-family:var(--jp-code-font-family,ui-monospace,monospace);font-size:12px"
-#: The ``<code>`` inside a ``<pre>``: the notebook's inline-code style (its own
-#: background and padding) would give each line a strip inside the block.
-CODE_IN_PRE = "background:none;padding:0;margin:0;border:0;border-radius:0;font:inherit;color:inherit;white-space:inherit"
-CULPRIT_ROW = "background:rgba(224,49,49,0.12)"
-MUTED = "opacity:0.75"
+WRAPS = "white-space:normal"
+#: Inside a root of :data:`ROOT_STYLE` only (every ``render_*`` function's output).
+CODE = "font-family:var(--ipydevice-mono);font-size:12px"
+CULPRIT_ROW = "background:#e031311f"
+MUTED = "opacity:.75"
 FOLDED_ROWS = 200  # rows inside the folded section; the rest are counted, not rendered
+#: The folded rows' ``<pre>``: the code font, the table's colour, scrolling sideways
+#: past :data:`FOLDED_WIDTH` columns rather than wrapping.
+FOLDED = (
+    f"{CODE};color:var(--jp-ui-font-color1);margin:4px 0;padding:0;white-space:pre;overflow-x:auto"
+)
+FOLDED_WIDTH = 120
 
 
 def code_block(code: str) -> str:
-    """Escaped code in a ``<pre>``."""
-    style = f"{CODE};margin:4px 0 8px 0;padding:6px 8px;background:rgba(127,127,127,0.12);border-radius:3px;white-space:pre;overflow-x:auto"
-    return f'<pre class="ipydevice-code" style="{style}"><code style="{CODE_IN_PRE}">{escape(code)}</code></pre>'
+    """Escaped code in a ``<pre>``, with no ``<code>`` inside: the notebook's inline-code
+    style (its own background and padding) would give each line a strip in the block."""
+    style = f"{CODE};margin:4px 0 8px 0;padding:6px 8px;background:#7f7f7f1f;border-radius:3px;white-space:pre;overflow-x:auto"
+    return f'<pre class="ipydevice-code" style="{style}">{escape(code)}</pre>'
 
 
 def _inline_code(text: str) -> str:
@@ -94,51 +127,54 @@ def _inline_code(text: str) -> str:
 def table_html(
     records: Sequence[ObjectRecord], culprits: set[str], limit: int, sizes: bool = False
 ) -> str:
-    """The objects as an HTML table, culprits marked, long tables folded (``sizes``:
+    """The objects as a grid of rows, culprits marked, long tables folded (``sizes``:
     each device's bytes for an object on several, as ``%devices`` shows them)."""
-    header = "".join(
-        f'<th style="{CELL};font-weight:600">{h}</th>'
-        for h in ("", "name", "kind", "device", "shape", "dtype", "size", "where")
-    )
     shown, rest = list(records[:limit]), list(records[limit:])
-    body = "".join(_row(r, r.name in culprits, sizes) for r in shown)
-    table = f'<table class="ipydevice-table" style="border-collapse:collapse;margin:6px 0"><thead><tr>{header}</tr></thead><tbody>{body}</tbody></table>'
+    # Folded rows still cost bytes in the notebook: cap them too.
+    folded, hidden = rest[:FOLDED_ROWS], len(rest) - FOLDED_ROWS
+    where = shows_where(shown + folded)
+    heads = ("", "name", "kind", "device", "shape", "dtype", "size", "where")
+    header = "".join(f"<span>{h}</span>" for h in heads[: None if where else -1])
+    grid = GRID if where else GRID.replace("repeat(8,", "repeat(7,")
+    body = "".join(_row(r, i, r.name in culprits, sizes, where) for i, r in enumerate(shown))
+    table = f'<div class="ipydevice-table" style="{grid}"><div style="{HEAD_ROW}">{header}</div>{body}</div>'
     if rest:
-        # Folded rows still cost bytes in the notebook: cap them too.
-        folded, hidden = rest[:FOLDED_ROWS], len(rest) - FOLDED_ROWS
-        more = "".join(_row(r, r.name in culprits, sizes) for r in folded)
+        # Folded rows as the text report writes them, in one escaped <pre>: about 80
+        # bytes a row where a styled grid row takes 450.
+        more = "\n".join(row_lines(folded, culprits, FOLDED_WIDTH, sizes, where))
         tail = (
             f'<div style="{MUTED}">… {hidden} more (.table() lists all)</div>' if hidden > 0 else ""
         )
         table += (
             f'<details><summary style="cursor:pointer;{MUTED}">{plural(len(rest), "more object")}</summary>'
-            f'<table style="border-collapse:collapse;margin:6px 0"><tbody>{more}</tbody></table>{tail}</details>'
+            f'<pre class="ipydevice-folded" style="{FOLDED}">{escape(more)}</pre>{tail}</details>'
         )
     return table
 
 
-def _row(record: ObjectRecord, is_culprit: bool, sizes: bool = False) -> str:
+def _row(
+    record: ObjectRecord, index: int, is_culprit: bool, sizes: bool = False, where: bool = True
+) -> str:
+    """One row: eight cells (seven without ``where``), the name and where wrapping at
+    spaces (where's ``<span>`` is its cell; the name's ``<code>`` sits in one, inline,
+    as the notebook styles it); ``index`` picks the row's stripe."""
     device = device_text(record, sizes)
-    cells = [
-        "✗" if is_culprit else "",
-        f'<code style="{CODE}">{escape(record.name)}</code>',
+    plain = [
         escape(record.kind if record.kind != "module" else f"module ({record.type_name})"),
         f"<b>{escape(device)}</b>" if is_culprit else escape(device),
         escape(record.shape),
         escape(record.dtype),
         escape(format_bytes(record.nbytes)) if record.nbytes else "",
-        f'<span style="{MUTED}">{escape(record.where)}</span>',
     ]
-    style = f' style="{CULPRIT_ROW}"' if is_culprit else ""
-    klass = ' class="ipydevice-culprit"' if is_culprit else ""
-    return (
-        f"<tr{klass}{style}>"
-        + "".join(
-            f'<td style="{WRAPPING_CELL if i in (1, 7) else CELL}">{c}</td>'
-            for i, c in enumerate(cells)
-        )
-        + "</tr>"
+    cells = (
+        f"<span>{'✗' if is_culprit else ''}</span>"
+        f'<span><code style="{CODE};{WRAPS}">{escape(record.name)}</code></span>'
+        + "".join(f"<span>{c}</span>" for c in plain)
+        + (f'<span style="{MUTED};{WRAPS}">{escape(record.where)}</span>' if where else "")
     )
+    if is_culprit:
+        return f'<div class="ipydevice-culprit" style="{ROW};{CULPRIT_ROW}">{cells}</div>'
+    return f'<div style="{ROW};{STRIPES[index % 2]}">{cells}</div>'
 
 
 def fix_html(number: int, fix: Fix, numbered: bool = True) -> str:
@@ -163,10 +199,12 @@ def fixes_html(fixes: Sequence[Fix]) -> str:
 
 
 def render_diagnosis_html(
-    d: Diagnosis, limit: int | None = None, verbosity: Verbosity = "context"
+    d: Diagnosis, limit: int | None = None, verbosity: Verbosity = "context", headed: bool = False
 ) -> str:
     """The static panel: ``minimal`` is the headline and the best fix, ``context``
-    the panel, ``verbose`` adds every object, the error message and the frames."""
+    the panel, ``verbose`` adds every object, the error message and the frames.
+    ``headed``: the panel follows a header that says the headline (a kernel's,
+    above the traceback), so it says its title without the headline."""
     verbosity = as_verbosity(verbosity)
     d = visible_fields(d)
     if not d.is_device_error:
@@ -177,7 +215,7 @@ def render_diagnosis_html(
 
     records = table_records(d, verbosity)
     limit = len(records) if verbosity == "verbose" else limit or current().max_rows
-    parts = [panel_top_html(d, verbosity)]
+    parts = [panel_top_html(d, verbosity, headed)]
     if records:
         parts.append(table_html(records, {f.name for f in d.culprits}, limit))
     parts.append(fixes_html(d.fixes))
@@ -215,17 +253,21 @@ def _compact_html(d: Diagnosis, klass: str, pointer: str) -> str:
     return f'<div class="{klass}" style="{style}">{"".join(parts)}</div>'
 
 
-def panel_top_html(d: Diagnosis, verbosity: Verbosity = "context") -> str:
+def panel_top_html(d: Diagnosis, verbosity: Verbosity = "context", headed: bool = False) -> str:
     """Title, headline, the failing module when the headline does not name it, and
-    the findings that explain something (the panel and the widget share it)."""
+    the findings that explain something (the panel and the widget share it);
+    ``headed``: no headline (a header above says it)."""
     d = visible_fields(d)
     title, kind = title_parts(d)
     parts = [
         f'<div class="ipydevice-title" style="font-weight:600">{escape(title)}'
         + (f'<span style="font-weight:400">: {escape(kind)}</span>' if kind else "")
-        + "</div>",
-        f'<div class="ipydevice-headline" style="font-size:14px;margin:4px 0 2px 0">{_inline_code(headline(d))}</div>',
+        + "</div>"
     ]
+    if not headed:
+        parts.append(
+            f'<div class="ipydevice-headline" style="font-size:14px;margin:4px 0 2px 0">{_inline_code(headline(d))}</div>'
+        )
     module = failing_module_label(d)
     if module:
         parts.append(
@@ -279,7 +321,7 @@ def render_inventory_html(inv: Any, limit: int | None = None) -> str:
 
     limit = limit or current().max_rows
     inv = visible_fields(inv)
-    style = ROOT_STYLE.replace(ACCENT, "#1c7ed6").replace("232,89,12", "28,126,214")
+    style = ROOT_STYLE.replace(ACCENT, "#1c7ed6")
     if not inv.records:
         empty = escape(nothing_here(inventory_scope(inv)))
         return f'<div class="ipydevice-panel ipydevice-inventory" style="{style}">ipydevice · {empty}</div>'
@@ -288,7 +330,7 @@ def render_inventory_html(inv: Any, limit: int | None = None) -> str:
         f" ({', '.join(inv.names)})" if inv.names else ""
     )
     chips = " ".join(
-        f'<span style="display:inline-block;margin:2px 6px 2px 0;padding:1px 8px;border-radius:9px;background:rgba(127,127,127,0.15)">'
+        f'<span style="display:inline-block;margin:2px 6px 2px 0;padding:1px 8px;border-radius:9px;background:#7f7f7f26">'
         f"<b>{escape(t.device)}</b> {plural(t.count, 'tensor')} · {escape(format_bytes(t.nbytes))}</span>"
         for t in inv.totals
     )
@@ -315,11 +357,7 @@ def render_inventory_html(inv: Any, limit: int | None = None) -> str:
 def render_checkup_html(checkup: Any) -> str:
     """``ipydevice.check()`` / ``%devices --check`` as a static panel."""
     checkup = visible_fields(checkup)
-    style = (
-        ROOT_STYLE.replace(ACCENT, "#2f9e44").replace("232,89,12", "47,158,68")
-        if not checkup.problems
-        else ROOT_STYLE
-    )
+    style = ROOT_STYLE.replace(ACCENT, "#2f9e44") if not checkup.problems else ROOT_STYLE
     if not checkup.problems:
         return f'<div class="ipydevice-panel ipydevice-check" style="{style}">ipydevice · check: {escape(checkup_all_clear(checkup))}</div>'
     items = "".join(

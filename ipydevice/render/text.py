@@ -316,6 +316,24 @@ def record_row(record: ObjectRecord, culprit_names: set[str], sizes: bool = Fals
     ]
 
 
+def where_adds(record: ObjectRecord) -> bool:
+    """Whether a row's ``where`` says something its name does not: not for
+    ``mask in Attention.forward`` in ``Attention.forward``, nor for a namespace
+    path (a name without `` in ``) in ``namespace``; yes for ``DataLoader worker 0``,
+    ``rank 1`` or ``In [3]``."""
+    where = record.where
+    if not where or record.name.endswith(f" in {where}"):
+        return False
+    return not (where == "namespace" and " in " not in record.name)
+
+
+def shows_where(records: Sequence[ObjectRecord]) -> bool:
+    """Whether a table of ``records`` has its ``where`` column: only when some row's
+    ``where`` adds to its name (:func:`where_adds`), so that no row says a fact twice.
+    The text and the HTML tables both ask this."""
+    return any(where_adds(r) for r in records)
+
+
 def ordered_records(d: Diagnosis) -> list[ObjectRecord]:
     """Culprits first, then the rest in discovery order."""
     culprit_names = {f.name for f in d.culprits}
@@ -374,6 +392,7 @@ def render_diagnosis(
     max_rows: int | None = None,
     color: bool | None = False,
     verbosity: Verbosity = "context",
+    headed: bool = False,
 ) -> str:
     """The text report.
 
@@ -385,6 +404,8 @@ def render_diagnosis(
         color: ANSI emphasis, decided by :func:`use_color` (``False``, the default,
             gives plain text; ``None`` asks the environment and stdout).
         verbosity: ``minimal``, ``context`` or ``verbose`` (see the module doc).
+        headed: the report follows a header that says the headline (a kernel's,
+            above the traceback): the title line without the headline under it.
     """
     verbosity = as_verbosity(verbosity)
     style = _Style(use_color(color))
@@ -399,7 +420,10 @@ def render_diagnosis(
     s = style
     title, kind = title_parts(d)
     out = [f"{s.bold}{title}{s.reset}" + (f": {kind}" if kind else "")]
-    out += [f"{s.bold}{s.red}{line}{s.reset}" for line in _wrap(headline(d), width, "  ", "    ")]
+    if not headed:
+        out += [
+            f"{s.bold}{s.red}{line}{s.reset}" for line in _wrap(headline(d), width, "  ", "    ")
+        ]
     module = failing_module_label(d)
     if module:
         out += _wrap(f"failed in {module}", width, "  ", "    ")
@@ -471,14 +495,29 @@ def _table_lines(d: Diagnosis, width: int, limit: int, verbosity: Verbosity) -> 
     records = table_records(d, verbosity)
     if not records:
         return []
-    culprit_names = {f.name for f in d.culprits}
-    header = ["", "name", "kind", "device", "shape", "dtype", "size", "where"]
-    rows = [header] + [record_row(r, culprit_names) for r in records[:limit]]
+    shown = records[:limit]
     lines = ["", "  Objects involved"]
-    lines += ["    " + line for line in columns(rows, width - 4, _MAX_CELL)]
+    lines += ["    " + line for line in row_lines(shown, {f.name for f in d.culprits}, width - 4)]
     if len(records) > limit:
         lines.append(f"    … {len(records) - limit} more (d.table() lists all)")
     return lines
+
+
+def row_lines(
+    records: Sequence[ObjectRecord],
+    culprit_names: set[str],
+    width: int = 96,
+    sizes: bool = False,
+    where: bool | None = None,
+) -> list[str]:
+    """The object table as text lines, a header row first: the text report's table
+    and the HTML panel's folded rows (its ``<pre>``) both write rows this way.
+    ``where``: whether the where column is shown (default: :func:`shows_where`)."""
+    header = ["", "name", "kind", "device", "shape", "dtype", "size", "where"]
+    rows = [header] + [record_row(r, culprit_names, sizes) for r in records]
+    if not (shows_where(records) if where is None else where):
+        rows = [row[:-1] for row in rows]
+    return columns(rows, width, _MAX_CELL)
 
 
 def _fix_lines(fixes: Sequence[Fix], width: int = 100, s: _Style | None = None) -> list[str]:

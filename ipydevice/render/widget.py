@@ -283,25 +283,17 @@ export default { render };
 #: What each panel's widget carries instead of :data:`_ESM`: a loader that takes the
 #: module's text from the session's one module widget (:func:`module_host`), whose
 #: state the front end got once, and imports it once per page.
-_LOADER = """const M = (globalThis.__ipydeviceButtons ||= new Map());
-async function host(model) {
-  const id = model.get("host");
-  for (let n = 1; n <= 40; n++) {
-    try { const h = await model.widget_manager.get_model(id); if (h) return h; } catch (e) {}
-    await new Promise((r) => setTimeout(r, 25 * n));
-  }
-  throw new Error(`ipydevice: the buttons' module (widget ${id}) is not in this page`);
-}
-async function load(model) {
-  const src = (await host(model)).get("source");
-  if (!M.has(src)) {
-    const url = URL.createObjectURL(new Blob([src], { type: "text/javascript" }));
-    M.set(src, import(url).finally(() => URL.revokeObjectURL(url)));
-  }
-  return (await M.get(src)).default;
-}
-export default { async render({ model, el }) { return (await load(model)).render({ model, el }); } };
-"""
+_LOADER = (  # compact: every error's widget carries it, each byte once per error
+    "const M=(globalThis.__ipydeviceButtons||=new Map());\n"
+    "async function host(m){const id=m.get('host');for(let n=1;n<=40;n++){"
+    "try{const h=await m.widget_manager.get_model(id);if(h)return h}catch(e){}"
+    "await new Promise(r=>setTimeout(r,25*n))}"
+    "throw new Error(`ipydevice: the buttons' module (widget ${id}) is not in this page`)}\n"
+    "async function load(m){const s=(await host(m)).get('source');if(!M.has(s)){"
+    "const u=URL.createObjectURL(new Blob([s],{type:'text/javascript'}));"
+    "M.set(s,import(u).finally(()=>URL.revokeObjectURL(u)))}return(await M.get(s)).default}\n"
+    "export default{async render({model,el}){return(await load(model)).render({model,el})}};\n"
+)
 
 #: What the Insert button's tooltip says it does, by the fix's scope.
 INSERT_TIPS = {
