@@ -290,6 +290,14 @@ class Scan(ModuleWalks):
         if dropped and wanted:
             self._note(_BUDGET_NOTE.format(self.settings.max_objects))
 
+    def namespace_roots(self, namespace: Mapping[str, Any]) -> list[tuple[str, Any, int]] | None:
+        """The public names of ``namespace`` with something inside (containers,
+        modules, optimizers), as ``(name, value, category)``, as the top-level
+        naming pass of this scan read them; None when no such pass read ``namespace``."""
+        if self._roots is not None and self._roots[0] is namespace:
+            return self._roots[1]
+        return None
+
     def _view_children(self, view: ModuleView, wanted: set[int]) -> list[tuple[Path, Any]]:
         """What a scanned module holds that a naming walk needs, as (steps, object):
         its wanted parts and submodules, and the containers it holds."""

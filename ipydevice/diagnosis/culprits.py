@@ -103,7 +103,7 @@ def analyse(
         analysis.argument = applied.demand.argument if applied.demand.only else ""
     else:
         target, because = choose_target(facts, scan, analysis, views)
-        target, because = _materialised(facts, analysis, namespace, target, because)
+        target, because = _materialised(facts, scan, analysis, namespace, target, because)
     analysis.target = concrete(target, scan)
     if analysis.target and because:
         analysis.target_reason = f"{analysis.target}: {because}"
@@ -128,6 +128,7 @@ def analyse(
 
 def _materialised(
     facts: MessageFacts,
+    scan: Scan,
     analysis: Analysis,
     namespace: Mapping[str, Any] | None,
     target: str,
@@ -142,8 +143,10 @@ def _materialised(
     if top.module.majority() != "meta" or len(top.module.shares()) != 1:
         return target, because
     others = [d for d in dict.fromkeys(facts.devices) if d not in ("meta", "gpu")]
-    found = state_dict_for(top.obj, namespace)
-    if found is None or len(others) != 1:
+    if len(others) != 1:
+        return target, because
+    found = state_dict_for(top.obj, namespace, scan.namespace_roots(namespace))
+    if found is None:
         return target, because
     analysis.state_dict, analysis.state_dict_device = found.name, found.device
     return others[0], f"the device besides meta: `{top.name}` is to be loaded from `{found.name}`"

@@ -62,9 +62,24 @@ def _keys(module: Any, most: int = _MAX_KEYS) -> tuple[set[str], set[str]] | Non
     return params, buffers
 
 
-def state_dict_for(module: Any, namespace: Mapping[str, Any]) -> StateDict | None:
+def state_dict_for(
+    module: Any,
+    namespace: Mapping[str, Any],
+    roots: list[tuple[str, Any, int]] | None = None,
+) -> StateDict | None:
     """The namespace's state dict for ``module``: a dict of real (not meta) tensors
-    holding every parameter key of the module and no key the module lacks."""
+    holding every parameter key of the module and no key the module lacks.
+
+    ``roots``: the namespace's public names whose values have something inside, as
+    the scan already read them (:meth:`~ipydevice.collect.scan.Scan.namespace_roots`):
+    the dicts are picked among those, and the namespace is not read again."""
+    if roots is not None:
+        try:
+            dicts = [(name, value) for name, value, _ in roots if issubclass(type(value), dict)]
+        except BaseException as caught:
+            contain(caught)
+            return None
+        return _matching(module, dicts)
     try:
         # the bound is on public names: IPython adds _i<N> for every cell run
         public = ((n, v) for n, v in namespace.items() if type(n) is str and n[:1] != "_")
@@ -81,6 +96,11 @@ def state_dict_for(module: Any, namespace: Mapping[str, Any]) -> StateDict | Non
     except BaseException as caught:  # a metaclass whose __hash__ raises: one name at a time
         contain(caught)
         dicts = [(name, value) for name, value in items if probe.is_a(value, dict)]
+    return _matching(module, dicts)
+
+
+def _matching(module: Any, dicts: list[tuple[str, Any]]) -> StateDict | None:
+    """The first of the namespace's ``dicts`` that is a state dict for ``module``."""
     # the dicts that could be state dicts: string keys to tensors, at most _MAX_KEYS
     dicts = [
         (name, value)
