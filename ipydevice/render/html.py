@@ -17,13 +17,13 @@ from typing import Any
 
 from ipydevice.collect.probe import format_bytes
 from ipydevice.model import Diagnosis, Fix, ObjectRecord
+from ipydevice.render.rows import device_text, row_lines, shows_where, table_records
 from ipydevice.render.text import (
     HEADER_POINTER,
     Verbosity,
     as_verbosity,
     checkup_all_clear,
     compact_fix_parts,
-    device_text,
     explanations,
     failing_module_label,
     fix_excerpt,
@@ -33,11 +33,8 @@ from ipydevice.render.text import (
     inventory_scope,
     nothing_here,
     plural,
-    row_lines,
     shown_notes,
     shows_message,
-    shows_where,
-    table_records,
     title_parts,
     why_text,
 )

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from ipydevice.model import Diagnosis, ObjectRecord
-from ipydevice.render.text import ordered_records
+from ipydevice.render.rows import ordered_records
 
 __all__ = ["breakdown_table", "diagnosis_table", "parse_shape", "records_table"]
 
