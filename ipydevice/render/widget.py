@@ -283,17 +283,19 @@ export default { render };
 #: What each panel's widget carries instead of :data:`_ESM`: a loader that takes the
 #: module's text from the session's one module widget (:func:`module_host`), whose
 #: state the front end got once, and imports it once per page.
-_LOADER = (  # compact: every error's widget carries it, each byte once per error
-    "const M=(globalThis.__ipydeviceButtons||=new Map());\n"
-    "async function host(m){const id=m.get('host');for(let n=1;n<=40;n++){"
-    "try{const h=await m.widget_manager.get_model(id);if(h)return h}catch(e){}"
-    "await new Promise(r=>setTimeout(r,25*n))}"
-    "throw new Error(`ipydevice: the buttons' module (widget ${id}) is not in this page`)}\n"
-    "async function load(m){const s=(await host(m)).get('source');if(!M.has(s)){"
-    "const u=URL.createObjectURL(new Blob([s],{type:'text/javascript'}));"
-    "M.set(s,import(u).finally(()=>URL.revokeObjectURL(u)))}return(await M.get(s)).default}\n"
-    "export default{async render({model,el}){return(await load(model)).render({model,el})}};\n"
+_LOADER = (  # compact: every error's widget carries it, each byte once per error.
+    # It waits for the host's model (up to 40 tries, 20 s in all), imports its source
+    # once per page (the blob's URL stays while the page does: one per ipydevice
+    # version) and renders with it.
+    "const M=globalThis.__ipydeviceButtons||=new Map;"
+    "export default{async render(o){let m=o.model,i=m.get('host'),h,n=0;"
+    "for(;!h&&n<40;){try{h=await m.widget_manager.get_model(i)}catch{}"
+    "h||await new Promise(r=>setTimeout(r,25*++n))}"
+    "if(!h)throw Error('ipydevice: no module '+i);let s=h.get('source');"
+    "M.has(s)||M.set(s,import(URL.createObjectURL(new Blob([s],{type:'text/javascript'}))));"
+    "return(await M.get(s)).default.render(o)}}"
 )
+
 
 #: What the Insert button's tooltip says it does, by the fix's scope.
 INSERT_TIPS = {
