@@ -72,6 +72,21 @@ def visible_fields(record: T) -> T:
     return shown
 
 
+def visible_record(record: T) -> T:
+    """:func:`visible_fields` of one row of a long table (an object record), kept
+    nowhere: renderers call it for the rows they show."""
+    return _visible_value(record)
+
+
+def visible_except(record: T, field: str) -> T:
+    """:func:`visible_fields` of ``record`` but its ``field`` (an inventory's
+    thousands of rows), which renderers make visible a row at a time for the rows they
+    show (:func:`visible_record`): the cost grows with what is shown."""
+    rows = getattr(record, field)
+    shown = _visible_value(dataclasses.replace(record, **{field: ()}))  # type: ignore[type-var]
+    return dataclasses.replace(shown, **{field: rows})
+
+
 #: The last frozen records :func:`visible_fields` read, by id: (the record, what it gave).
 _SEEN: dict[int, tuple[Any, Any]] = {}
 _MAX_SEEN = 4

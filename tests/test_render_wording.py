@@ -148,6 +148,35 @@ def test_inventory_and_check_show_invisible_characters() -> None:
         assert "\u202e" not in out and "a\\u202eb" in out
 
 
+def test_an_inventory_makes_visible_only_the_rows_it_shows(monkeypatch: pytest.MonkeyPatch) -> None:
+    """%devices over thousands of objects: the names are made visible a row at a time,
+    for the rows shown (and the HTML's folded ones), not for every object found."""
+    import torch
+
+    from ipydevice.render import html, rows
+
+    ns = {f"t{i}": torch.zeros(2) for i in range(1_000)}
+    ns["a\u202eb"] = torch.zeros(2, device="meta")
+    inv = ipydevice.inventory(ns)
+    assert len(inv.records) > 900
+    seen: list[object] = []
+    for module in (rows, html):
+        made = module.visible_record
+
+        def counting(record: object, made=made) -> object:
+            seen.append(record)
+            return made(record)
+
+        monkeypatch.setattr(module, "visible_record", counting)
+    text = str(inv)
+    assert 0 < len(seen) <= ipydevice.settings.current().max_rows
+    seen.clear()
+    page = inv._repr_html_()
+    assert 0 < len(seen) <= ipydevice.settings.current().max_rows + html.FOLDED_ROWS
+    for out in (text, page):
+        assert "\u202e" not in out
+
+
 # -- each fact once -----------------------------------------------------------------------
 
 

@@ -38,7 +38,7 @@ from ipydevice.render.text import (
     title_parts,
     why_text,
 )
-from ipydevice.wording import visible_fields
+from ipydevice.wording import visible_except, visible_fields, visible_record
 
 __all__ = [
     "Verbosity",
@@ -161,6 +161,7 @@ def _row(
     """One row: eight cells (seven without ``where``), the name and where wrapping at
     spaces (where's ``<span>`` is its cell; the name's ``<code>`` sits in one, inline,
     as the notebook styles it); ``index`` picks the row's stripe."""
+    record = visible_record(record)
     device = device_text(record, sizes)
     plain = [
         escape(record.kind if record.kind != "module" else f"module ({record.type_name})"),
@@ -323,7 +324,8 @@ def render_inventory_html(inv: Any, limit: int | None = None) -> str:
     from ipydevice.settings import current
 
     limit = limit or current().max_rows
-    inv = visible_fields(inv)
+    problem_names = {p.name for p in inv.problems}  # the rows' own names, as they are
+    inv = visible_except(inv, "records")  # the rows shown are made visible one by one
     style = ROOT_STYLE.replace(ACCENT, "#1c7ed6")
     if not inv.records:
         empty = escape(nothing_here(inventory_scope(inv)))
@@ -341,7 +343,7 @@ def render_inventory_html(inv: Any, limit: int | None = None) -> str:
     parts = [
         f'<div style="font-weight:600">{escape(title)}, {plural(total, "tensor")} on {plural(len(inv.totals), "device")}</div>',
         f"<div>{chips}</div>",
-        table_html(ordered, {p.name for p in inv.problems}, limit, sizes=True),
+        table_html(ordered, problem_names, limit, sizes=True),
     ]
     if inv.problems:
         lis = "".join(

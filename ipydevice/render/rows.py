@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from ipydevice.collect.probe import format_bytes
 from ipydevice.model import Diagnosis, ObjectRecord
 from ipydevice.render.layout import columns
+from ipydevice.wording import visible_record
 
 __all__ = [
     "device_text",
@@ -49,6 +50,7 @@ def device_text(record: ObjectRecord, sizes: bool = False) -> str:
 def record_row(record: ObjectRecord, culprit_names: set[str], sizes: bool = False) -> list[str]:
     """One table row as strings: mark, name, kind, device, shape, dtype, size, where."""
     mark = "✗" if record.name in culprit_names else " "
+    record = visible_record(record)
     device = device_text(record, sizes)
     size = format_bytes(record.nbytes) if record.nbytes else ""
     return [

@@ -28,7 +28,7 @@ from ipydevice.render.layout import columns, display_width
 from ipydevice.render.layout import cut as _cut
 from ipydevice.render.layout import wrap as _wrap
 from ipydevice.render.rows import record_row, row_lines, shares_text, table_records
-from ipydevice.wording import plural, visible, visible_fields
+from ipydevice.wording import plural, visible, visible_except, visible_fields
 
 # fmt: off
 __all__ = [
@@ -459,7 +459,8 @@ def render_inventory(inv: Any, width: int = 100, max_rows: int | None = None) ->
     from ipydevice.settings import current
 
     limit = max_rows or current().max_rows
-    inv = visible_fields(inv)
+    problem_names = {p.name for p in inv.problems}  # the rows' own names, as they are
+    inv = visible_except(inv, "records")  # the rows shown are made visible one by one
     if not inv.records:
         return f"ipydevice · {nothing_here(inventory_scope(inv))}"
     total = sum(t.count for t in inv.totals)
@@ -474,19 +475,18 @@ def render_inventory(inv: Any, width: int = 100, max_rows: int | None = None) ->
             width,
         )
     ]
-    problem_names = {p.name for p in inv.problems}
     shown = 0
     for device, records in inv.by_device().items():
         if shown >= limit:
             break
         rows = [
-            [*record_row(r, problem_names, sizes=True)[:-1], r.detail]
+            [*record_row(r, problem_names, sizes=True)[:-1], visible(r.detail)]
             for r in records[: limit - shown]
         ]
         shown += len(rows)
-        out += ["", f"  {device}", *("    " + line for line in columns(rows, width - 4))]
+        out += ["", f"  {visible(device)}", *("    " + line for line in columns(rows, width - 4))]
         if len(records) > len(rows):
-            out.append(f"    … {len(records) - len(rows)} more on {device}")
+            out.append(f"    … {len(records) - len(rows)} more on {visible(device)}")
     if len(inv.records) > shown:
         out.append(f"  … {plural(len(inv.records) - shown, 'more object')} (.table() lists all)")
     if inv.problems:
