@@ -178,25 +178,31 @@ PENDING_POINTER = "finding the objects and the fix: they replace this line after
 def pending_header_bundle(exc: BaseException) -> dict[str, str]:
     """The header a kernel shows before the traceback: what the message says (the
     family, the devices), from no other evidence, so that the traceback is not kept
-    waiting; :func:`header_bundle` replaces it in place (``update_display_data``)."""
+    waiting; :func:`header_bundle` replaces it in place (``update_display_data``). It
+    carries no anchor: no buttons ever attach to it."""
     from ipydevice.diagnosis.engine import from_message
 
-    return header_bundle(from_message(exc), pointer=PENDING_POINTER)
+    return header_bundle(from_message(exc), pointer=PENDING_POINTER, anchor=False)
 
 
 def header_bundle(
-    diagnosis: Diagnosis, panel_below: bool = True, pointer: str | None = None
+    diagnosis: Diagnosis,
+    panel_below: bool = True,
+    pointer: str | None = None,
+    anchor: bool = True,
 ) -> dict[str, str]:
     """The compact header shown before the traceback: the headline, the best fix and
-    where the rest is (``panel_below``: the full panel follows the traceback)."""
+    where the rest is (``panel_below``: the full panel follows the traceback;
+    ``anchor``: its fix's buttons may be put beside its code)."""
     from ipydevice.render.html import render_header_html
     from ipydevice.render.text import HEADER_POINTER, render_header
 
     if pointer is None:
         pointer = HEADER_POINTER if panel_below else MINIMAL_POINTER
+    page = render_header_html(diagnosis, pointer=pointer)
     return {
         "text/plain": render_header(diagnosis, pointer=pointer),
-        "text/html": anchored(diagnosis, render_header_html(diagnosis, pointer=pointer)),
+        "text/html": anchored(diagnosis, page) if anchor else page,
     }
 
 

@@ -53,17 +53,17 @@ __all__ = [
 ACCENT = "#e8590c"
 #: Translucent colours are written ``#rrggbbaa`` (``12`` is 0.07, ``1f`` 0.12, ``26``
 #: 0.15): the same colour as ``rgba()`` to the 8 bits a browser keeps, in fewer bytes.
-#: The code font, named once on each panel's root (``--ipydevice-mono``) and read by
-#: every name and code block inside it (:data:`CODE`): 30 bytes a use instead of 60.
+#: The code font, written once on each panel's root inside ``--ipydevice-font`` (the
+#: inline names' 12px shorthand, :data:`INLINE`), which every name and code block inside
+#: it reads (:data:`CODE`): 26 bytes a use instead of 60.
 CODE_FONT = "var(--jp-code-font-family,ui-monospace,monospace)"
 ROOT_STYLE = (
-    "font-family:var(--jp-ui-font-family,system-ui,sans-serif);font-size:13px;line-height:1.45;"
+    "font:13px/1.45 var(--jp-ui-font-family,system-ui,sans-serif);"
     f"border-left:4px solid {ACCENT};background:{ACCENT}12;padding:8px 12px;"
     "margin:6px 0;border-radius:0 4px 4px 0;box-sizing:border-box;width:100%;overflow-x:auto;"
-    f"--ipydevice-mono:{CODE_FONT};"
     # Inline names' font (:data:`INLINE`): JupyterLab's code line height where it has one,
     # as its ``code`` rule gives them; else normal, the same pixels as the inherited one.
-    "--ipydevice-font:12px/var(--jp-code-line-height,normal) var(--ipydevice-mono)"
+    f"--ipydevice-font:12px/var(--jp-code-line-height,normal) {CODE_FONT}"
 )
 #: The object table is a CSS grid of rows, not a ``<table>``: a notebook's own table
 #: rules (JupyterLab's ``.jp-RenderedHTMLCommon td``: right-aligned, padded, middle)
@@ -74,7 +74,7 @@ ROOT_STYLE = (
 #: variables, which mean nothing (no background, no rule, the panel's text) where
 #: they are not defined.
 GRID = (
-    "display:grid;grid-template-columns:repeat(8,auto);justify-content:start;column-gap:10px;"
+    "display:grid;grid:none/repeat(8,auto);justify-content:start;column-gap:10px;"
     "margin:6px 0;line-height:normal;white-space:nowrap;overflow-wrap:normal;"
     "color:var(--jp-ui-font-color1);font-size:var(--jp-ui-font-size1)"
 )
@@ -90,7 +90,9 @@ STRIPES = (
 #: Names and frames wrap at spaces (``pos in PosEnc.forward``), never inside a word.
 WRAPS = "white-space:normal"
 #: Inside a root of :data:`ROOT_STYLE` only (every ``render_*`` function's output).
-CODE = "font-family:var(--ipydevice-mono);font-size:12px"
+#: The code font at 12px, the panel's line height kept (the shorthand would set the
+#: inline names' one): code blocks, the folded rows, frames.
+CODE = "font:var(--ipydevice-font);line-height:inherit"
 #: An inline name's font (:data:`CODE` as one shorthand, 30 bytes less a name); the
 #: shorthand also sets weight and line-height, so a bold name says its weight after it.
 INLINE = "font:var(--ipydevice-font)"

@@ -365,6 +365,12 @@ def _make_host_class() -> type:
     return ButtonsModule
 
 
+#: DOMWidget traits the buttons never set, left out of the widget's state: the front
+#: end's model has the same defaults (no classes, no tooltip, not tabbable, views not
+#: counted), and each error's widget is 76 bytes shorter.
+_UNSENT = frozenset({"_dom_classes", "_view_count", "tabbable", "tooltip"})
+
+
 def _make_class(anywidget: Any) -> type:
     import traitlets
 
@@ -385,6 +391,10 @@ def _make_class(anywidget: Any) -> type:
         status_ok = traitlets.Bool(True).tag(sync=True)
         status_index = traitlets.Int(-1).tag(sync=True)
         copies = traitlets.Int(0)
+
+        @traitlets.default("keys")
+        def _default_keys(self) -> list[str]:
+            return [name for name in super()._default_keys() if name not in _UNSENT]
 
         def add_traits(self, **traits: Any) -> None:
             missing = {name: t for name, t in traits.items() if not self.has_trait(name)}
