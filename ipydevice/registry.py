@@ -83,11 +83,14 @@ class Audit:
             ``companion`` audit, ``run(entry, device, model)`` with the model's
             device and name, on everything audited beside the model.
         companion: runs on what is used with the model (batches, losses, scalers).
+        tensors: runs on tensors too; False for an audit of modules, optimizers or
+            loaders, which ``%devices`` then never calls for each of 100,000 tensors.
     """
 
     name: str
     run: Callable[..., list[Any]]
     companion: bool = False
+    tensors: bool = True
 
 
 _AUDITS: dict[str, Audit] = {}

@@ -101,3 +101,28 @@ def test_removing_an_audit_removes_it_from_the_panel_and_devices(shell: Any) -> 
     assert "MARK" not in panels(cap)[0]["text/html"]
     assert RULE not in {p.rule for p in shell.run_line_magic("devices", "--check").problems}
     assert RULE not in {p.rule for p in shell.run_line_magic("devices", "").problems}
+
+
+@pytest.mark.usefixtures("restore")
+def test_an_audit_runs_on_tensors_unless_it_says_it_does_not() -> None:
+    """``tensors=False`` (the built-in audits of modules, optimizers and loaders):
+    ``%devices`` over a namespace of tensors never calls it for each tensor; an audit
+    registered without it sees every object, tensors included."""
+    import torch
+
+    seen: dict[str, list[str]] = {"all": [], "objects": []}
+
+    def record(label: str) -> Any:
+        def run(entry: Any) -> list[Problem]:
+            seen[label].append(entry.kind)
+            return []
+
+        return run
+
+    registry.add_audit(registry.Audit("sees_all", record("all")))
+    registry.add_audit(registry.Audit("sees_objects", record("objects"), tensors=False))
+    namespace = {"a": torch.zeros(2), "b": torch.ones(3), "net": torch.nn.Linear(2, 2)}
+    ipydevice.inventory(namespace)
+    assert sorted(seen["all"]) == ["module", "tensor", "tensor"]
+    assert seen["objects"] == ["module"]
+    assert all(not a.tensors for a in BUILTIN if not a.companion)

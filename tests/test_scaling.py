@@ -253,3 +253,33 @@ def test_a_search_for_a_frame_made_tensor_reads_the_same_in_a_wide_model(
         assert "scan stopped after 1000 objects" in d.notes, d.notes
     # (before the budget: 100 x 30 and 100 x 200 children, 3,000 and 20,000)
     assert max(reads) <= 1000 + 200, reads
+
+
+def test_the_names_picked_are_the_same_whichever_way_the_namespace_is_read() -> None:
+    """A namespace mostly of tensors is read with an ``id()`` per name, one mostly of
+    ints and strings by type first: both pick exactly the names a plain loop picks
+    (the wanted objects and those that walk), in namespace order."""
+    from ipydevice.collect.scan import WALK, Scan
+
+    model = torch.nn.Linear(2, 2)
+    wanted_tensor, other = torch.zeros(1), torch.zeros(1)
+    for share in (0, 1, 10, 100):  # tensors per 100 names
+        values: list[Any] = []
+        for index in range(2_000):
+            if index % 100 < share:
+                values.append(wanted_tensor if index % 7 == 0 else other)
+            else:
+                values.append(index if index % 2 else f"s{index}")
+        values[1_234] = model
+        scan = Scan(ipydevice.settings.current())
+        scan.add(wanted_tensor, (("local", "t"),), "f")
+        scan.add(model, (("local", "m"),), "f")
+        wanted = {id(wanted_tensor)}
+        got = scan._picked(values, list(map(type, values)), wanted)
+        plain = [
+            i
+            for i, value in enumerate(values)
+            if id(value) in wanted or scan._type_facts(value)[1] == WALK
+        ]
+        assert got == plain, share
+        assert 1_234 in got

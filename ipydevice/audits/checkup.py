@@ -46,6 +46,7 @@ from ipydevice.audits.common import (
 )
 from ipydevice.audits.stale_optimizers import stale_problems
 from ipydevice.collect import probe
+from ipydevice.collect.entries import TENSOR_KINDS
 from ipydevice.collect.namespace import user_namespace
 from ipydevice.collect.paths import format_path
 from ipydevice.collect.scan import Entry, Scan
@@ -292,11 +293,12 @@ def problems_of(
     problems: list[Problem] = []
     modules = [e for e in roots if e.module is not None and e.module.registered]
     audits = registry.audits()
+    alone = [a for a in audits if not a.companion]
+    objects = [a for a in alone if a.tensors]
     with scope_of(modules):
         for entry in roots:
-            for audit in audits:
-                if not audit.companion:
-                    problems.extend(audit.run(entry))
+            for audit in objects if entry.kind in TENSOR_KINDS else alone:
+                problems.extend(audit.run(entry))
     model = _the_model(modules)
     if model is not None:
         view = model.module

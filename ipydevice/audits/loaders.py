@@ -47,4 +47,4 @@ def _loaders(entry: Entry) -> list[Problem]:
     return _loader_problems(entry, format_path(entry.path))
 
 
-AUDIT = registry.Audit("loaders", _loaders)
+AUDIT = registry.Audit("loaders", _loaders, tensors=False)

@@ -156,4 +156,4 @@ def _factories(entry: Entry, base: str) -> list[Problem]:
     return out
 
 
-AUDIT = registry.Audit("modules", module_problems)
+AUDIT = registry.Audit("modules", module_problems, tensors=False)

@@ -50,4 +50,4 @@ def _optimizers(entry: Entry) -> list[Problem]:
     )
 
 
-AUDIT = registry.Audit("optimizers", _optimizers)
+AUDIT = registry.Audit("optimizers", _optimizers, tensors=False)

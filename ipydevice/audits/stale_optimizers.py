@@ -132,4 +132,4 @@ def _stale_optimizers(entry: Entry) -> list[Problem]:
     return stale_problems(format_path(entry.path), entry.where, entry.obj, models)
 
 
-AUDIT = registry.Audit("stale_optimizers", _stale_optimizers)
+AUDIT = registry.Audit("stale_optimizers", _stale_optimizers, tensors=False)

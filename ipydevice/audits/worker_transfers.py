@@ -163,4 +163,4 @@ def _worker_problems(entry: Entry) -> list[Problem]:
     return out
 
 
-AUDIT = registry.Audit("worker_transfers", _worker_problems)
+AUDIT = registry.Audit("worker_transfers", _worker_problems, tensors=False)

@@ -62,4 +62,4 @@ def _wrappers(entry: Entry) -> list[Problem]:
     return _wrapper_problems(entry) if entry.module is not None else []
 
 
-AUDIT = registry.Audit("wrappers", _wrappers)
+AUDIT = registry.Audit("wrappers", _wrappers, tensors=False)

@@ -17,7 +17,19 @@ from ipydevice.collect.walk import ATOM_IDS, container_items, dict_items, named_
 from ipydevice.model import DeviceShare, ObjectRecord
 from ipydevice.wording import plural
 
-__all__ = ["Entry", "FactsCache", "ModuleView", "OptimizerView", "record_of", "shares_of"]
+__all__ = [
+    "TENSOR_KINDS",
+    "Entry",
+    "FactsCache",
+    "ModuleView",
+    "OptimizerView",
+    "record_of",
+    "shares_of",
+]
+
+#: The kinds a scan gives a tensor's entry (its own, or as a module's part): the kind
+#: says it, no type test needed on each of a namespace's 100,000 tensors.
+TENSOR_KINDS = frozenset({"tensor", "parameter", "buffer", "attribute"})
 
 
 class FactsCache:

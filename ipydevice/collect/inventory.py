@@ -21,6 +21,7 @@ from typing import Any
 
 from ipydevice._debug import contain, failure_line
 from ipydevice.collect import probe
+from ipydevice.collect.entries import TENSOR_KINDS
 from ipydevice.collect.namespace import user_namespace
 from ipydevice.collect.paths import format_path
 from ipydevice.collect.scan import SKIP_NAMES, Entry, Scan, record_of, shares_of
@@ -182,9 +183,9 @@ def _held_tensors(scan: Scan) -> dict[int, list[Any]]:
     holders only (a module's own parts are its view's)."""
     held: dict[int, list[Any]] = {}
     for entry in list(scan.entries.values()):
-        if entry.parent_kind == "module" or not probe.is_tensor(entry.obj):
-            continue
         owner, seen = entry.owner, 0
+        if owner is None or entry.parent_kind == "module" or entry.kind not in TENSOR_KINDS:
+            continue
         while owner is not None and seen < 64:
             if owner.kind == "container":
                 held.setdefault(id(owner), []).append(entry.obj)
@@ -197,7 +198,7 @@ def _totals(scan: Scan) -> tuple[DeviceShare, ...]:
     sizes: Counter[str] = Counter()
     seen: set[int] = set()
     for entry in list(scan.entries.values()):
-        tensors = [entry.obj] if probe.is_tensor(entry.obj) else []
+        tensors = [entry.obj] if entry.kind in TENSOR_KINDS else []
         if entry.optimizer is not None:
             tensors = [t for _, _, t, _ in entry.optimizer.state]
         for tensor in tensors:

@@ -15,6 +15,7 @@ name and its function (``pos in PosEnc.forward``).
 from __future__ import annotations
 
 import itertools
+import operator
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
@@ -60,6 +61,10 @@ __all__ = [
 SKIP_NAMES = frozenset({"In", "Out", "exit", "quit", "get_ipython"})
 
 _BUDGET_NOTE = "scan stopped after {} objects"
+
+
+#: One type in this many decides how :meth:`Scan._picked` reads a namespace.
+_SAMPLE = 64
 
 
 class Scan(ModuleWalks):
@@ -373,17 +378,35 @@ class Scan(ModuleWalks):
         return keys, values, first
 
     def _picked(self, values: list[Any], types: list[type], wanted: set[int]) -> list[int]:
-        """Indexes of the values that walk or are wanted, at C speed; hashes types."""
+        """Indexes of the values that walk or are wanted, in namespace order, at C
+        speed; hashes types.
+
+        A wanted object's name holds a value of its exact type: where few names hold
+        a walking type or a wanted object's type (a million ints and strings), only
+        those are given an ``id()`` (an int made for each: 20,000 names, 0.8 ms);
+        where most do (10,000 tensors), every name is, in one pass. A sample of the
+        types decides which; both give the same indexes."""
         distinct = set(types)
         kinds = self._walk_kinds
         for kind in distinct:
             if id(kind) not in kinds:
                 self._type_facts(values[types.index(kind)])  # one value decides a type
         walking = {kind for kind in distinct if kinds[id(kind)][1] == WALK}
+        entries = self.entries
+        sought = {type(entries[key].obj) for key in wanted if key in entries} & distinct
+        looked = walking | sought
+        if not looked:
+            return []
         everywhere = range(len(values))
-        picked = set(itertools.compress(everywhere, map(walking.__contains__, types)))
-        picked.update(itertools.compress(everywhere, map(wanted.__contains__, map(id, values))))
-        return sorted(picked)
+        if sum(map(looked.__contains__, types[::_SAMPLE])) * 4 > len(types) // _SAMPLE:
+            flags = map(wanted.__contains__, map(id, values))
+            if walking:
+                flags = map(operator.or_, map(walking.__contains__, types), flags)
+            return list(itertools.compress(everywhere, flags))
+        candidates = itertools.compress(everywhere, map(looked.__contains__, types))
+        if not sought:
+            return list(candidates)
+        return [i for i in candidates if types[i] in walking or id(values[i]) in wanted]
 
     def _picked_slowly(self, values: list[Any], wanted: set[int]) -> list[int]:
         """:meth:`_picked` without hashing anything but ids."""
