@@ -143,3 +143,18 @@ def test_a_statement_copy_is_the_statement() -> None:
     moved = ast.increment_lineno(copy_node(last), 10)
     assert moved.lineno == last.lineno + 10
     assert last.lineno == len((CELL + CHAINS).splitlines())
+
+
+def test_a_statement_is_walked_once_and_the_facts_kept_are_bounded() -> None:
+    from ipydevice.collect import frames
+
+    tree = ast.parse("out = model(batch['x']) + scheduler.add_noise(clean, noise)[idx]\n")
+    stmt = tree.body[0]
+    chains = frames._per_statement(frames.load_chains, stmt)
+    assert frames._per_statement(frames.load_chains, stmt) is chains  # read once
+    assert [frames._text(n) for n in chains] == [frames._text(n) for n in frames.load_chains(stmt)]
+    assert frames._per_statement(frames._receivers, stmt) == {"scheduler"}
+    assert frames._per_statement(frames._index_nodes, stmt) == frames._index_nodes(stmt)
+    for index in range(frames._MAX_STATEMENTS + 10):
+        frames._per_statement(frames.load_chains, ast.parse(f"y{index} = x\n").body[0])
+    assert len(frames._STATEMENT_FACTS) <= frames._MAX_STATEMENTS

@@ -330,8 +330,8 @@ def line_operands(view: FrameView) -> list[tuple[str, Any, bool]]:
         return []
     stmt, _ = found
     out: list[tuple[str, Any, bool]] = []
-    index_nodes = _index_nodes(stmt)
-    for node in load_chains(stmt):
+    index_nodes = _per_statement(_index_nodes, stmt)
+    for node in _per_statement(load_chains, stmt):
         resolved = resolvable_prefix(node, view.frame)
         if resolved is not None:
             chain, value = resolved
@@ -367,7 +367,10 @@ def method_receivers(view: FrameView) -> set[str]:
     found = failing_statement(view)
     if found is None:
         return set()
-    stmt, _ = found
+    return set(_per_statement(_receivers, found[0]))
+
+
+def _receivers(stmt: ast.stmt) -> frozenset[str]:
     calls: set[str] = set()
     other: set[str] = set()
     callees = {
@@ -378,7 +381,28 @@ def method_receivers(view: FrameView) -> set[str]:
     for node in ast.walk(stmt):
         if isinstance(node, (ast.Name, ast.Attribute, ast.Subscript)):
             (calls if id(node) in callees else other).add(_text(node))
-    return calls - other
+    return frozenset(calls - other)
+
+
+#: What :func:`_per_statement` read of the statements met last: (function, statement) ->
+#: (the statement, kept so that its id stays its own, what the function gave).
+_STATEMENT_FACTS: dict[tuple[Any, int], tuple[ast.stmt, Any]] = {}
+_MAX_STATEMENTS = 256
+
+
+def _per_statement(func: Any, stmt: ast.stmt) -> Any:
+    """``func(stmt)``, read once per statement: the parsed trees are kept per text
+    (:func:`_parse_block`), so a cell failing again on the same line walks its
+    statement once, not on every error. Statements only: no user object is kept."""
+    key = (func, id(stmt))
+    kept = _STATEMENT_FACTS.get(key)
+    if kept is not None and kept[0] is stmt:
+        return kept[1]
+    value = func(stmt)
+    if len(_STATEMENT_FACTS) >= _MAX_STATEMENTS:
+        _STATEMENT_FACTS.pop(next(iter(_STATEMENT_FACTS)), None)
+    _STATEMENT_FACTS[key] = (stmt, value)
+    return value
 
 
 def resolvable_prefix(node: ast.AST, frame: FrameType) -> tuple[ast.AST, Any] | None:

@@ -102,8 +102,11 @@ def drop_device_comments(lines: list[str], start: int, end: int) -> list[str]:
     speak of a device (``# made on the CPU``): after a rewrite that changes the
     device they would contradict the code. Other comments stay."""
     span = lines[start - 1 : end]
+    text = "".join(span)
+    if "#" not in text or not _DEVICE_WORDS.search(text):
+        return lines  # no comment, or none that could speak of a device: no tokenizer
     try:
-        tokens = list(tokenize.generate_tokens(io.StringIO("".join(span)).readline))
+        tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
     except (tokenize.TokenError, SyntaxError, ValueError):
         return lines
     out = list(lines)
