@@ -486,3 +486,38 @@ def test_without_the_widget_the_header_stands_alone(
     assert header.locator(".ipydevice-actions").count() == 0
     assert "Error" not in header.inner_text()
     screenshot_around(page, header, SHOTS / "no-widget.png", above=70, block="start")
+
+
+def test_a_widget_reused_for_a_later_error_moves_its_buttons_there(
+    server: JupyterServer, page: Any, tmp_path: Path
+) -> None:
+    """A failing cell run again: the widget of its cleared output serves the new panel
+    (its buttons beside the new code, Apply acting on the new error). Past
+    ``MAX_LIVE_BUTTONS`` errors in other cells, the oldest widget serves the newest
+    panel: the oldest panel keeps its code and loses its buttons, as when closed."""
+    from playwright.sync_api import expect
+
+    from ipydevice.settings import MAX_LIVE_BUTTONS
+
+    fails = ["out = model(x)"] * (MAX_LIVE_BUTTONS + 1)
+    cells = [*MISMATCH_CELLS[:2], *fails, "out = model(x)\nprint('RERUN OK', out.device)"]
+    raises = tuple(range(2, 2 + len(fails)))
+    name = _notebook(server, tmp_path, "reuse.ipynb", cells, raises=raises)
+    open_notebook(page, server.url(f"lab/tree/{name}?reset"))
+    run_cell(page, 0)
+    run_cell(page, 1)
+    _failing_cell(page, 2)
+    again = _failing_cell(page, 2)  # the same cell again: its widget is reused
+    assert _beside_code(again.locator(".ipydevice-header"))
+    for index in range(3, 2 + len(fails)):
+        _failing_cell(page, index)
+    oldest = page.locator(CELLS).nth(2)
+    expect(oldest.locator(".ipydevice-panel .ipydevice-fix").first).to_contain_text("x.to(")
+    expect(oldest.locator(".ipydevice-actions")).to_have_count(0, timeout=10_000)
+    newest = page.locator(CELLS).nth(1 + len(fails))
+    first = newest.locator(".ipydevice-header .ipydevice-actions")
+    first.locator(".ipydevice-apply").click()
+    expect(first.locator(".ipydevice-status")).to_contain_text("moved x", timeout=10_000)
+    last = run_cell(page, 2 + len(fails)).locator(".jp-OutputArea-output").last
+    expect(last).to_contain_text("RERUN OK meta")
+    assert page.errors == []  # type: ignore[attr-defined]

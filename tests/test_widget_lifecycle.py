@@ -1,9 +1,10 @@
 """Nothing left behind: the buttons' widgets of a session are bounded and closed.
 
 One widget per failed cell (the header and the panel are plain HTML, the buttons one
-widget output after them, every widget sharing one ``Layout``); closed when the same
-cell runs again, when more than ``MAX_LIVE_BUTTONS`` are alive, on ``%reset -f`` and
-on ``%unload_ext``. Counted in ipywidgets' own registry of live widgets.
+widget output after them, every widget sharing one ``Layout``); when the same cell runs
+again, or with ``MAX_LIVE_BUTTONS`` alive, the widget of the earlier output serves the
+new panel (closed if the re-run does not fail); all closed on ``%reset -f`` and on
+``%unload_ext``. Counted in ipywidgets' own registry of live widgets.
 """
 
 from __future__ import annotations
@@ -85,16 +86,53 @@ def test_a_long_session_keeps_at_most_a_few_widgets(kernel_ip: InteractiveShell)
     assert len(_instances) <= 6  # and the shared Layout and module host
 
 
-def test_a_cell_run_again_closes_the_widget_of_its_previous_run(
+def test_a_cell_run_again_gives_the_widget_of_its_previous_run_to_its_new_panel(
     kernel_ip: InteractiveShell,
 ) -> None:
     fail(kernel_ip, cell_id="cell-a")
     (first,) = actions()
+    old_anchor = first.anchor
     fail(kernel_ip, cell_id="cell-b")
     for _ in range(4):
         fail(kernel_ip, cell_id="cell-a")
-    assert first.comm is None  # closed: its output was cleared by the re-run
+    # its output was cleared by the re-run: the same widget (one comm, no close and
+    # open per error) now serves the new panel, with its anchor
+    assert first.comm is not None and first.cell_id == "cell-a"
+    assert first.anchor != old_anchor
     assert sorted(w.cell_id for w in actions()) == ["cell-a", "cell-b"]
+
+
+def test_a_cell_run_again_without_an_error_closes_the_widget_of_its_previous_run(
+    kernel_ip: InteractiveShell,
+) -> None:
+    fail(kernel_ip, cell_id="cell-a")
+    (first,) = actions()
+    from IPython.utils.capture import capture_output
+
+    with capture_output():
+        kernel_ip.run_cell("y = 1", cell_id="cell-a")
+    assert first.comm is None  # its output was cleared, and no panel took it
+    assert actions() == []
+    assert not ext.hook_of(kernel_ip).buttons.spare
+
+
+def test_a_reused_widget_acts_on_the_new_error_only(kernel_ip: InteractiveShell) -> None:
+    from ipydevice.render.widget import click
+
+    for _ in range(MAX_LIVE_BUTTONS):
+        fail(kernel_ip)
+    oldest = ext.hook_of(kernel_ip).buttons.live[min(ext.hook_of(kernel_ip).buttons.live)][1]
+    stale = oldest.anchor
+    run(kernel_ip, "x = torch.randn(3, 4)\nmodel = torch.nn.Linear(4, 2)")  # both on cpu
+    run(kernel_ip, "x = x.to('meta')")
+    fail(kernel_ip)  # past the bound: the oldest widget serves this error
+    assert oldest.comm is not None and oldest.anchor != stale
+    assert len(actions()) == MAX_LIVE_BUTTONS
+    click(oldest, "apply", 0, anchor=stale)  # a click sent by a view of the earlier error
+    assert kernel_ip.user_ns["x"].device.type == "meta" and oldest.status == ""
+    click(oldest, "apply", 0, anchor=oldest.anchor)
+    assert oldest.status_ok, oldest.status
+    run(kernel_ip, "out = model(x)")  # the new error's fix moved x back to the CPU
 
 
 def test_reset_closes_every_widget(kernel_ip: InteractiveShell) -> None:

@@ -352,7 +352,7 @@ class _Hook:
                     self.diagnose_and_show(exc, headed[1])
                 self.shown_before = id(exc)  # a cell around a nested run_cell: not again
         self.headed = None
-        if self.buttons.live:
+        if self.buttons.live or self.buttons.spare:
             self.buttons.after_cell()
         if self.watch:
             self.stage("watch", self.watch_cell, result)

@@ -8,10 +8,13 @@ panel, and keeps every widget it made so that none is left behind:
   the panel are plain HTML that stand on their own; the widget adds the buttons);
   every widget shares one ``Layout`` widget, so a panel costs one comm;
 * **superseded**: when a cell runs again (the front end clears its outputs), the
-  widget of its previous run is closed; the cell is known by the id the front end
-  sends with each execution (JupyterLab, Notebook 7, VS Code);
-* **bounded**: at most :data:`ipydevice.settings.MAX_LIVE_BUTTONS` are alive, the
-  oldest closed first (its buttons disappear; its panel stays, with the code);
+  widget of its previous run serves the cell's new panel, if it fails again (one
+  state update instead of a widget opened and one closed), and is closed after the
+  cell otherwise; the cell is known by the id the front end sends with each execution
+  (JupyterLab, Notebook 7, VS Code);
+* **bounded**: at most :data:`ipydevice.settings.MAX_LIVE_BUTTONS` are alive; past
+  that, the oldest serves the new panel (its buttons disappear from its own panel,
+  which stays, with the code);
 * **reset and unload**: ``%reset -f`` and ``%unload_ext ipydevice`` close them all
   (unloading closes the widgets every panel shares too: the module host, the layout).
 
@@ -42,6 +45,8 @@ class Buttons:
         self.shell = shell
         self.publish = publish
         self.live: OrderedDict[int, tuple[str, Any]] = OrderedDict()
+        #: widgets of outputs this cell's run cleared: reused by its panel, else closed
+        self.spare: list[Any] = []
         self.serial = 0
 
     def __len__(self) -> int:
@@ -71,6 +76,7 @@ class Buttons:
             fixes=fixes,
             cell_id=cell_id,
             anchor=anchor_of(diagnosis),
+            reuse=self.reusable(),
         )
         self.keep(widget, cell_id)
         self.publish(view_bundle(widget))
@@ -78,6 +84,17 @@ class Buttons:
     def insert_code(self, code: str) -> None:
         """Queues ``code`` as a new cell below the next cell run (``set_next_input``)."""
         self.shell.set_next_input(code, replace=False)
+
+    def reusable(self) -> Any:
+        """A widget the next panel may have: one of an output this cell cleared, else,
+        with :data:`~ipydevice.settings.MAX_LIVE_BUTTONS` alive, the oldest; else None."""
+        from ipydevice.settings import MAX_LIVE_BUTTONS
+
+        if self.spare:
+            return self.spare.pop()
+        if len(self.live) >= MAX_LIVE_BUTTONS:
+            return self.live.popitem(last=False)[1][1]
+        return None
 
     def keep(self, widget: Any, cell_id: str = "") -> None:
         """Notes ``widget`` as alive in the output of ``cell_id``; closes the oldest
@@ -95,18 +112,22 @@ class Buttons:
     # -- closing -------------------------------------------------------------------------
 
     def new_cell(self, cell_id: str) -> None:
-        """A cell starts: the widget of that cell's previous run is closed (its output
-        is being cleared), and all of them after a ``%reset``."""
+        """A cell starts: the widget of that cell's previous run is set aside (its output
+        is being cleared) for the cell's new panel, and all are closed after a ``%reset``."""
         if not self.live:
             return
         if self.was_reset():
             self.close_all()
         elif cell_id:
             for serial in [k for k, (cell, _) in self.live.items() if cell == cell_id]:
-                _close(self.live.pop(serial)[1])
+                self.spare.append(self.live.pop(serial)[1])
 
     def after_cell(self) -> None:
-        """A cell ended: after ``%reset -f`` every widget is closed."""
+        """A cell ended: the widgets of the outputs it cleared that its panel did not
+        reuse are closed, and after ``%reset -f`` every widget."""
+        spare, self.spare = self.spare, []
+        for widget in spare:
+            _close(widget)
         if self.live and self.was_reset():
             self.close_all()
 
@@ -117,7 +138,8 @@ class Buttons:
     def close_all(self) -> None:
         """Closes every widget (unload, reset)."""
         live, self.live = self.live, OrderedDict()
-        for _, widget in live.values():
+        spare, self.spare = self.spare, []
+        for widget in [*(w for _, w in live.values()), *spare]:
             _close(widget)
         hidden = getattr(self.shell, "user_ns_hidden", None)
         if isinstance(hidden, dict):
