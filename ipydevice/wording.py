@@ -78,13 +78,13 @@ def visible_record(record: T) -> T:
     return _visible_value(record)
 
 
-def visible_except(record: T, field: str) -> T:
-    """:func:`visible_fields` of ``record`` but its ``field`` (an inventory's
-    thousands of rows), which renderers make visible a row at a time for the rows they
-    show (:func:`visible_record`): the cost grows with what is shown."""
-    rows = getattr(record, field)
-    shown = _visible_value(dataclasses.replace(record, **{field: ()}))  # type: ignore[type-var]
-    return dataclasses.replace(shown, **{field: rows})
+def visible_except(record: T, *fields: str) -> T:
+    """:func:`visible_fields` of ``record`` but its ``fields`` (an inventory's
+    thousands of rows and problems), which renderers make visible a row at a time for
+    the rows they show (:func:`visible_record`): the cost grows with what is shown."""
+    kept = {field: getattr(record, field) for field in fields}
+    emptied = dataclasses.replace(record, **dict.fromkeys(fields, ()))  # type: ignore[type-var]
+    return dataclasses.replace(_visible_value(emptied), **kept)
 
 
 #: The last frozen records :func:`visible_fields` read, by id: (the record, what it gave).

@@ -146,3 +146,25 @@ def test_a_failing_check_raises_when_debugging(
     monkeypatch.setattr(audits, "check", failing_check)
     with pytest.raises(RuntimeError, match="audit exploded"):
         ip.run_line_magic("devices", "--check")
+
+
+def test_devices_shows_max_rows_problems_and_counts_the_rest(ip: InteractiveShell) -> None:
+    """400 stray tensors beside a model: ``%devices`` lists ``max_rows`` problems, says
+    how many more there are (all of them are in ``.problems``), in text and HTML."""
+    from ipydevice.settings import current
+
+    run(
+        ip,
+        "import torch\nmodel = torch.nn.Linear(2, 2).to('meta')\n"
+        "for _i in range(400):\n    globals()[f'stray{_i}'] = torch.zeros(1)",
+    )
+    try:
+        inv = ip.run_line_magic("devices", "")
+        limit = current().max_rows
+        assert len(inv.problems) == 400
+        text, html = str(inv), inv._repr_html_()
+        assert text.count("✗ stray") == limit and html.count("<li><code") == limit
+        more = f"{400 - limit} more problems (.problems lists all)"
+        assert more in text and more in html
+    finally:
+        run(ip, "for _i in range(400):\n    del globals()[f'stray{_i}']")

@@ -31,6 +31,7 @@ from ipydevice.render.text import (
     fix_title,
     headline,
     inventory_scope,
+    more_problems,
     nothing_here,
     plural,
     shown_notes,
@@ -327,7 +328,8 @@ def render_inventory_html(inv: Any, limit: int | None = None) -> str:
 
     limit = limit or current().max_rows
     problem_names = {p.name for p in inv.problems}  # the rows' own names, as they are
-    inv = visible_except(inv, "records")  # the rows shown are made visible one by one
+    # the rows and problems shown are made visible one by one
+    inv = visible_except(inv, "records", "problems")
     style = ROOT_STYLE.replace(ACCENT, "#1c7ed6")
     if not inv.records:
         empty = escape(nothing_here(inventory_scope(inv)))
@@ -350,8 +352,11 @@ def render_inventory_html(inv: Any, limit: int | None = None) -> str:
     if inv.problems:
         lis = "".join(
             f'<li><code style="{INLINE};font-weight:600">{escape(p.name)}</code>: {_inline_code(p.why)}</li>'
-            for p in inv.problems
+            for p in map(visible_record, inv.problems[:limit])
         )
+        if len(inv.problems) > limit:
+            lis += f'<li style="list-style:none;{MUTED}">… {escape(more_problems(len(inv.problems) - limit))}</li>'
+
         parts.append(
             f'<div style="font-weight:600;margin-top:6px">{"Problem" if len(inv.problems) == 1 else "Problems"}</div><ul style="margin:4px 0;padding-left:18px">{lis}</ul>'
         )

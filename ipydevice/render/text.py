@@ -28,7 +28,7 @@ from ipydevice.render.layout import columns, display_width
 from ipydevice.render.layout import cut as _cut
 from ipydevice.render.layout import wrap as _wrap
 from ipydevice.render.rows import record_row, row_lines, shares_text, table_records
-from ipydevice.wording import plural, visible, visible_except, visible_fields
+from ipydevice.wording import plural, visible, visible_except, visible_fields, visible_record
 
 # fmt: off
 __all__ = [
@@ -460,7 +460,8 @@ def render_inventory(inv: Any, width: int = 100, max_rows: int | None = None) ->
 
     limit = max_rows or current().max_rows
     problem_names = {p.name for p in inv.problems}  # the rows' own names, as they are
-    inv = visible_except(inv, "records")  # the rows shown are made visible one by one
+    # the rows and problems shown are made visible one by one
+    inv = visible_except(inv, "records", "problems")
     if not inv.records:
         return f"ipydevice · {nothing_here(inventory_scope(inv))}"
     total = sum(t.count for t in inv.totals)
@@ -491,11 +492,18 @@ def render_inventory(inv: Any, width: int = 100, max_rows: int | None = None) ->
         out.append(f"  … {plural(len(inv.records) - shown, 'more object')} (.table() lists all)")
     if inv.problems:
         out += ["", f"  {'Problem' if len(inv.problems) == 1 else 'Problems'}"]
-        for problem in inv.problems:
+        for problem in map(visible_record, inv.problems[:limit]):
             out += _wrap(f"✗ {problem.name}: {problem.why}", width, "    ", "        ")
+        if len(inv.problems) > limit:
+            out.append(f"    … {more_problems(len(inv.problems) - limit)}")
     if inv.notes:
         out += ["", *(f"  note: {n}" for n in inv.notes)]
     return "\n".join(out)
+
+
+def more_problems(count: int) -> str:
+    """What ``%devices`` says of the problems past ``max_rows``."""
+    return f"{plural(count, 'more problem')} (.problems lists all)"
 
 
 def inventory_scope(inv: Any) -> str:
