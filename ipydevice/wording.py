@@ -98,6 +98,11 @@ def _visible_value(value: Any) -> Any:
     if kind is str:
         return visible(value)
     if kind is tuple:
+        for item in value:  # the common case: nothing to change, no copy
+            if not _plain(item):
+                break
+        else:
+            return value
         items = tuple(_visible_value(v) for v in value)
         return value if all(a is b for a, b in zip(items, value, strict=True)) else items
     names = _FIELDS.get(kind)
@@ -106,7 +111,10 @@ def _visible_value(value: Any) -> Any:
             return value
         names = _FIELDS[kind] = tuple(f.name for f in dataclasses.fields(kind) if f.init)
     old = [getattr(value, name) for name in names]
-    if all(_plain(v) for v in old):
+    for item in old:  # loops, not generators: every renderer of every diagnosis runs this
+        if not _plain(item):
+            break
+    else:
         return value
     new = [_visible_value(v) for v in old]
     if all(a is b for a, b in zip(new, old, strict=True)):
@@ -123,7 +131,10 @@ def _plain(value: Any) -> bool:
     if kind is str:
         return value.isascii() and value.isprintable()
     if kind is tuple:
-        return all(_plain(v) for v in value)
+        for item in value:
+            if not _plain(item):
+                return False
+        return True
     return kind is int or kind is bool or kind is float or value is None
 
 
