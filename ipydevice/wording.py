@@ -131,7 +131,7 @@ def _plain(value: Any) -> bool:
     if kind is str:
         return value.isascii() and value.isprintable()
     if kind is tuple:
-        for item in value:
+        for item in value:  # noqa: SIM110 (a loop: no generator made per tuple)
             if not _plain(item):
                 return False
         return True

@@ -131,10 +131,15 @@ def _inline_code(text: str) -> str:
 
 
 def table_html(
-    records: Sequence[ObjectRecord], culprits: set[str], limit: int, sizes: bool = False
+    records: Sequence[ObjectRecord],
+    culprits: set[str],
+    limit: int,
+    sizes: bool = False,
+    made_visible: bool = False,
 ) -> str:
     """The objects as a grid of rows, culprits marked, long tables folded (``sizes``:
-    each device's bytes for an object on several, as ``%devices`` shows them)."""
+    each device's bytes for an object on several, as ``%devices`` shows them;
+    ``made_visible``: the rows are visible copies already, a diagnosis')."""
     shown, rest = list(records[:limit]), list(records[limit:])
     # Folded rows still cost bytes in the notebook: cap them too.
     folded, hidden = rest[:FOLDED_ROWS], len(rest) - FOLDED_ROWS
@@ -142,12 +147,14 @@ def table_html(
     heads = ("", "name", "kind", "device", "shape", "dtype", "size", "where")
     header = "".join(f"<span>{h}</span>" for h in heads[: None if where else -1])
     grid = GRID if where else GRID.replace("repeat(8,", "repeat(7,")
-    body = "".join(_row(r, i, r.name in culprits, sizes, where) for i, r in enumerate(shown))
+    body = "".join(
+        _row(r, i, r.name in culprits, sizes, where, made_visible) for i, r in enumerate(shown)
+    )
     table = f'<div class="ipydevice-table" style="{grid}"><div style="{HEAD_ROW}">{header}</div>{body}</div>'
     if rest:
         # Folded rows as the text report writes them, in one escaped <pre>: about 80
         # bytes a row where a styled grid row takes 450.
-        more = "\n".join(row_lines(folded, culprits, FOLDED_WIDTH, sizes, where))
+        more = "\n".join(row_lines(folded, culprits, FOLDED_WIDTH, sizes, where, made_visible))
         tail = (
             f'<div style="{MUTED}">… {hidden} more (.table() lists all)</div>' if hidden > 0 else ""
         )
@@ -159,12 +166,18 @@ def table_html(
 
 
 def _row(
-    record: ObjectRecord, index: int, is_culprit: bool, sizes: bool = False, where: bool = True
+    record: ObjectRecord,
+    index: int,
+    is_culprit: bool,
+    sizes: bool = False,
+    where: bool = True,
+    made_visible: bool = False,
 ) -> str:
     """One row: eight cells (seven without ``where``), the name and where wrapping at
     spaces (where's ``<span>`` is its cell; the name's ``<code>`` sits in one, inline,
     as the notebook styles it); ``index`` picks the row's stripe."""
-    record = visible_record(record)
+    if not made_visible:
+        record = visible_record(record)
     device = device_text(record, sizes)
     plain = [
         escape(record.kind if record.kind != "module" else f"module ({record.type_name})"),
@@ -224,7 +237,7 @@ def render_diagnosis_html(
     limit = len(records) if verbosity == "verbose" else limit or current().max_rows
     parts = [panel_top_html(d, verbosity, headed)]
     if records:
-        parts.append(table_html(records, {f.name for f in d.culprits}, limit))
+        parts.append(table_html(records, {f.name for f in d.culprits}, limit, made_visible=True))
     parts.append(fixes_html(d.fixes))
     parts.extend(f'<div style="{MUTED}">note: {_inline_code(n)}</div>' for n in shown_notes(d))
     if verbosity == "verbose":

@@ -47,10 +47,14 @@ def device_text(record: ObjectRecord, sizes: bool = False) -> str:
     return record.device or "-"
 
 
-def record_row(record: ObjectRecord, culprit_names: set[str], sizes: bool = False) -> list[str]:
-    """One table row as strings: mark, name, kind, device, shape, dtype, size, where."""
+def record_row(
+    record: ObjectRecord, culprit_names: set[str], sizes: bool = False, made_visible: bool = False
+) -> list[str]:
+    """One table row as strings: mark, name, kind, device, shape, dtype, size, where
+    (``made_visible``: the record is a visible copy already, a diagnosis' row)."""
     mark = "✗" if record.name in culprit_names else " "
-    record = visible_record(record)
+    if not made_visible:
+        record = visible_record(record)
     device = device_text(record, sizes)
     size = format_bytes(record.nbytes) if record.nbytes else ""
     return [
@@ -106,12 +110,13 @@ def row_lines(
     width: int = 96,
     sizes: bool = False,
     where: bool | None = None,
+    made_visible: bool = False,
 ) -> list[str]:
     """The object table as text lines, a header row first: the text report's table
     and the HTML panel's folded rows (its ``<pre>``) both write rows this way.
     ``where``: whether the where column is shown (default: :func:`shows_where`)."""
     header = ["", "name", "kind", "device", "shape", "dtype", "size", "where"]
-    rows = [header] + [record_row(r, culprit_names, sizes) for r in records]
+    rows = [header] + [record_row(r, culprit_names, sizes, made_visible) for r in records]
     if not (shows_where(records) if where is None else where):
         rows = [row[:-1] for row in rows]
     return columns(rows, width, _MAX_CELL)

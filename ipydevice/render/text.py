@@ -424,7 +424,10 @@ def _table_lines(d: Diagnosis, width: int, limit: int, verbosity: Verbosity) -> 
         return []
     shown = records[:limit]
     lines = ["", "  Objects involved"]
-    lines += ["    " + line for line in row_lines(shown, {f.name for f in d.culprits}, width - 4)]
+    lines += [
+        "    " + line
+        for line in row_lines(shown, {f.name for f in d.culprits}, width - 4, made_visible=True)
+    ]
     if len(records) > limit:
         lines.append(f"    … {len(records) - limit} more (d.table() lists all)")
     return lines
