@@ -48,6 +48,7 @@ from ipydevice.collect.frames import (
     FrameView,
     cell_number,
     failing_statement,
+    is_generated_source,
     is_user_file,
     safe_value,
     source_location,
@@ -195,10 +196,6 @@ def _source_lines(view: FrameView) -> list[str]:
     return [line if line.endswith("\n") else line + "\n" for line in lines]
 
 
-def _is_notebook_cell(filename: str) -> bool:
-    return filename.startswith("<") or "ipykernel_" in filename
-
-
 def rewritten_fix(
     view: FrameView, lines: list[str], rewritten: list[str], title: str
 ) -> Fix | None:
@@ -211,7 +208,7 @@ def rewritten_fix(
     if rewritten == lines or not parses("".join(rewritten)):
         return None
     filename = view.summary.filename
-    if _is_notebook_cell(filename):
+    if is_generated_source(filename):
         return Fix(
             title=title,
             code="".join(rewritten).rstrip("\n") + "\n",

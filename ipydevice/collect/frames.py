@@ -38,6 +38,8 @@ __all__ = [
     "FrameView",
     "bound_names",
     "cell_number",
+    "is_cell_file",
+    "is_generated_source",
     "is_top_level",
     "is_user_file",
     "line_operands",
@@ -135,7 +137,7 @@ def _qualname(frame: FrameType) -> str:
     code = frame.f_code
     qualname = getattr(code, "co_qualname", code.co_name)
     if is_top_level(code.co_name):
-        if not _is_cell_file(code.co_filename):
+        if not is_cell_file(code.co_filename):
             return "<module>"
         number = cell_number(code.co_filename)
         return f"In [{number}]" if number is not None else "<cell>"
@@ -166,7 +168,7 @@ def cell_number(filename: str) -> int | None:
 
 def source_location(filename: str, lineno: int) -> str:
     """``In [3], line 5`` for a notebook cell, ``train.py:5`` for a file."""
-    number = cell_number(filename) if _is_cell_file(filename) else None
+    number = cell_number(filename) if is_cell_file(filename) else None
     if number is not None:
         return f"In [{number}], line {lineno}"
     label = filename if filename.startswith("<") else filename.rsplit("/", 1)[-1]
@@ -181,8 +183,16 @@ def _frame_local(frame: FrameType, name: str) -> Any:
         return None
 
 
-def _is_cell_file(filename: str) -> bool:
+def is_cell_file(filename: str) -> bool:
+    """A notebook or IPython cell's pseudo-file (``<ipython-input-3-…>``, ipykernel's
+    ``/tmp/ipykernel_…/….py``): its text is in ``linecache``, not on disk."""
     return filename.startswith("<ipython-input") or "ipykernel_" in filename
+
+
+def is_generated_source(filename: str) -> bool:
+    """Source that is no file to edit: a cell (:func:`is_cell_file`) or any other
+    ``<...>`` text (``exec``, ``%%timeit``'s template, a nested ``run_cell``)."""
+    return filename.startswith("<") or "ipykernel_" in filename
 
 
 @functools.lru_cache(maxsize=1)

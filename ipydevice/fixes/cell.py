@@ -19,6 +19,7 @@ from ipydevice.collect.frames import (
     file_tree,
     frame_tree,
     header_nodes,
+    is_generated_source,
     source_location,
     statement_at,
 )
@@ -48,7 +49,7 @@ def failed_cell(views: list[FrameView]) -> Cell | None:
     ``file:line``, wherever it sits. A notebook cell is given as the user typed it
     (see :func:`as_typed`)."""
     top = next((v for v in views if v.is_user and v.is_module_level), None)
-    if top is not None and _is_notebook_cell(top.summary.filename):
+    if top is not None and is_generated_source(top.summary.filename):
         cell = _cell_of(top)
         index = views.index(top)
         inner = next((v for v in views[index + 1 :] if v.is_user), None)
@@ -65,7 +66,7 @@ def failed_cell(views: list[FrameView]) -> Cell | None:
         if (
             view.is_user
             and not view.is_module_level
-            and not _is_notebook_cell(filename)
+            and not is_generated_source(filename)
             and (script is None or filename == script)
         ):
             found = _function_cell(view)
@@ -81,13 +82,13 @@ def notebook_function(views: list[FrameView]) -> Cell | None:
     by ``total = train_epoch()``): its lines are where the failing statement is, so
     a fix that changes its locals is a source edit of that cell, as in a script."""
     top = next((v for v in views if v.is_user and v.is_module_level), None)
-    if top is None or not _is_notebook_cell(top.summary.filename):
+    if top is None or not is_generated_source(top.summary.filename):
         return None
     inner = next((v for v in reversed(views) if v.is_user), None)
     if inner is None or inner is top or inner.is_module_level or is_wrapped(inner):
         return None  # (a wrapper's code, ``%timeit``'s ``inner``, has no cell of its own)
     filename = inner.summary.filename
-    if not _is_notebook_cell(filename) or filename == top.summary.filename:
+    if not is_generated_source(filename) or filename == top.summary.filename:
         return None
     return _function_cell(inner)
 
@@ -201,7 +202,7 @@ def cell_result(cell: Cell, rewritten: list[str], title: str) -> Fix:
     """A notebook cell is shown whole; a script gets a source edit of the
     lines that changed, at ``file:line``."""
     filename = cell.view.summary.filename
-    if not _is_notebook_cell(filename) or not cell.view.is_module_level:
+    if not is_generated_source(filename) or not cell.view.is_module_level:
         return _script_edit(cell, rewritten, title.replace(" in the cell", ""))
     return Fix(
         title=title,
@@ -213,10 +214,6 @@ def cell_result(cell: Cell, rewritten: list[str], title: str) -> Fix:
         lineno=1,
         end_lineno=len(cell.lines),
     )
-
-
-def _is_notebook_cell(filename: str) -> bool:
-    return filename.startswith("<") or "ipykernel_" in filename
 
 
 def _script_edit(cell: Cell, rewritten: list[str], title: str) -> Fix:

@@ -12,13 +12,13 @@ import ast
 import linecache
 from contextvars import ContextVar
 
-from ipydevice.collect.frames import FrameView, iter_statements, source_location
+from ipydevice.collect.frames import FrameView, is_cell_file, iter_statements, source_location
 from ipydevice.diagnosis.culprits import Analysis
 from ipydevice.fixes.rewrite import add_keyword, drop_device_comments
 from ipydevice.fixes.source import _chain_factory
 from ipydevice.model import Fix
 
-__all__ = ["SPELLING", "history_fixes", "spell"]
+__all__ = ["SPELLING", "cell_index", "cell_lines", "history_fixes", "spell"]
 
 #: (target, the user's name for it) while fixes are written: ``x.to(device)``.
 SPELLING: ContextVar[tuple[str, str]] = ContextVar("ipydevice_spelling", default=("", ""))
@@ -52,14 +52,14 @@ def history_fixes(analysis: Analysis, views: list[FrameView]) -> list[Fix]:
         return []
     target = analysis.target
     failed = next((v.summary.filename for v in views if v.is_user and v.is_module_level), "")
-    if not _is_cell(failed):
+    if not is_cell_file(failed):
         return []  # a script, or no cell failed: no notebook history to read
-    cells = [f for f in list(linecache.cache) if _is_cell(f) and f != failed][-_MAX_CELLS:]
+    cells = [f for f in list(linecache.cache) if is_cell_file(f) and f != failed][-_MAX_CELLS:]
     _forget_all_but(cells)
     found: dict[str, list[ast.Assign | ast.AnnAssign]] = {}
     for name in dict.fromkeys(n for n in names if n.isidentifier()):
         for filename in reversed(cells):
-            stmt = _cell_index(filename).get(name)
+            stmt = cell_index(filename).get(name)
             if stmt is None:
                 continue
             factory = _chain_factory(stmt.value)
@@ -72,7 +72,7 @@ def history_fixes(analysis: Analysis, views: list[FrameView]) -> list[Fix]:
             break  # the latest cell that made it decides, whatever it did
     fixes = []
     for filename, stmts in found.items():
-        fix = _history_edit(filename, _cell_lines(filename), stmts, target)
+        fix = _history_edit(filename, cell_lines(filename), stmts, target)
         if fix is not None:
             fixes.append(fix)
     return fixes
@@ -84,7 +84,7 @@ def history_fixes(analysis: Analysis, views: list[FrameView]) -> list[Fix]:
 _INDEX: dict[str, tuple[object, dict[str, ast.Assign | ast.AnnAssign]]] = {}
 
 
-def _cell_index(filename: str) -> dict[str, ast.Assign | ast.AnnAssign]:
+def cell_index(filename: str) -> dict[str, ast.Assign | ast.AnnAssign]:
     entry = linecache.cache.get(filename)
     size = entry[0] if entry else None  # a file name given new source is indexed again
     kept = _INDEX.get(filename)
@@ -96,7 +96,7 @@ def _cell_index(filename: str) -> dict[str, ast.Assign | ast.AnnAssign]:
 def _index_cell(filename: str) -> dict[str, ast.Assign | ast.AnnAssign]:
     """Parses a cell once: each name with the last statement that assigns it alone."""
     try:
-        tree = ast.parse("".join(_cell_lines(filename)))
+        tree = ast.parse("".join(cell_lines(filename)))
     except (SyntaxError, ValueError):
         return {}
     index: dict[str, ast.Assign | ast.AnnAssign] = {}
@@ -117,7 +117,7 @@ def _forget_all_but(cells: list[str]) -> None:
         del _INDEX[filename]
 
 
-def _cell_lines(filename: str) -> list[str]:
+def cell_lines(filename: str) -> list[str]:
     return [ln if ln.endswith("\n") else ln + "\n" for ln in linecache.getlines(filename)]
 
 
@@ -211,7 +211,3 @@ def _to_moves(call: ast.Call) -> bool:
 
 def _targets(stmt: ast.Assign | ast.AnnAssign) -> list[ast.expr]:
     return list(stmt.targets) if isinstance(stmt, ast.Assign) else [stmt.target]
-
-
-def _is_cell(filename: str) -> bool:
-    return filename.startswith("<ipython-input") or "ipykernel_" in filename
