@@ -63,7 +63,6 @@ from traitlets.config import Configurable
 
 from ipydevice._debug import contain, debug_enabled, describe_failure, failure_line, is_interrupt
 from ipydevice.integrations import ipython_magics as magics
-from ipydevice.integrations.ipython_buttons import Buttons
 from ipydevice.integrations.ipython_config import IPyDevice
 from ipydevice.integrations.ipython_display import (
     cell_bound_names,
@@ -77,7 +76,6 @@ from ipydevice.integrations.ipython_display import (
     watch_checkup,
 )
 from ipydevice.integrations.ipython_display import guarded as _guarded
-from ipydevice.integrations.ipython_warm import Warmer
 
 if TYPE_CHECKING:  # pragma: no cover
     from IPython.core.interactiveshell import ExecutionResult, InteractiveShell
@@ -159,8 +157,7 @@ class _Hook:
         self.failed: set[str] = set()
         self.deferred: Exception | None = None  # IPYDEVICE_DEBUG=1: raised after the traceback
         self.cell_info: Any = None  # this cell's ExecutionInfo (its id: :attr:`cell_id`)
-        self.buttons = Buttons(shell, lambda bundle: self.stage("display", _publish, bundle))
-        self.warmer = Warmer(lambda: bool(self.config.widget) and self.in_kernel())
+        self.warmed = False  # the failing path's imports made (ipython_warm)
 
     def install(self) -> None:
         """Registers the configurable, ``%devices``, the cell callbacks, the
@@ -232,7 +229,8 @@ class _Hook:
             manager.registry[DeviceMagics.__name__] = self.saved_registry
         restore_settings(self.saved_settings)
         self.last = None
-        self.buttons.unload()
+        if "buttons" in vars(self):  # made with the first buttons' widget
+            self.buttons.unload()
 
     # -- stages ----------------------------------------------------------------------------
 
@@ -283,11 +281,17 @@ class _Hook:
         self.headed, self.deferred, self.cell_info = None, None, info
         if self.failed:
             self.failed.clear()
-        if self.buttons.live:
-            self.buttons.new_cell(self.cell_id)
+        if (buttons := vars(self).get("buttons")) is not None and buttons.live:
+            buttons.new_cell(self.cell_id)
         warned = self.device_warnings
         if warned is not None and (warned.seen or warned.pending or warned.texts):
             _guarded("warning panel", warned.new_cell)
+
+    @functools.cached_property
+    def buttons(self) -> Any:  # ipython_buttons.Buttons, imported with the first widget
+        from ipydevice.integrations.ipython_buttons import Buttons
+
+        return Buttons(self.shell, lambda bundle: self.stage("display", _publish, bundle))
 
     @property
     def cell_id(self) -> str:
@@ -352,12 +356,14 @@ class _Hook:
                     self.diagnose_and_show(exc, headed[1])
                 self.shown_before = id(exc)  # a cell around a nested run_cell: not again
         self.headed = None
-        if self.buttons.live or self.buttons.spare:
-            self.buttons.after_cell()
+        if (buttons := vars(self).get("buttons")) is not None and (buttons.live or buttons.spare):
+            buttons.after_cell()
         if self.watch:
             self.stage("watch", self.watch_cell, result)
-        if not self.warmer.started:  # the failing path's imports, once torch is imported
-            self.warmer.after_cell()
+        if not self.warmed and "torch" in sys.modules:  # the failing path's imports, once
+            from ipydevice.integrations.ipython_warm import warm_once
+
+            self.warmed = warm_once(lambda: bool(self.config.widget) and self.in_kernel())
         deferred, self.deferred = self.deferred, None
         if deferred is not None:  # a failure before the traceback, raised now (debugging)
             raise deferred
@@ -437,10 +443,6 @@ class _Hook:
         if self.config.widget and (diagnosis.fixes if fixes is None else fixes):
             self.stage("widget", self.buttons.show, diagnosis, fixes, self.cell_id)
 
-    def insert_code(self, code: str) -> None:
-        """Queues ``code`` as a new cell below the next cell run (``set_next_input``)."""
-        self.buttons.insert_code(code)
-
     def diagnose(self, exc: BaseException) -> Diagnosis:
         """:func:`ipydevice.diagnosis.engine.diagnose` against the shell's namespace."""
         from ipydevice.diagnosis import engine
@@ -455,7 +457,7 @@ class _Hook:
             (f for f in diagnosis.fixes if f.scope in ("namespace", "cell") and f.code), None
         )
         if fix is not None:
-            self.insert_code(fix.code)
+            self.shell.set_next_input(fix.code, replace=False)  # a new cell below
 
     def last_diagnosis(self) -> Diagnosis:
         """The last device error's diagnosis, or the last exception's when none was kept.

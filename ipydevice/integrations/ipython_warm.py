@@ -22,7 +22,7 @@ import gc
 import sys
 from collections.abc import Callable
 
-__all__ = ["MODULES", "SAMPLE", "Warmer", "warm"]
+__all__ = ["MODULES", "SAMPLE", "Warmer", "warm", "warm_once"]
 
 #: What the header, the diagnosis and the panel import (the buttons' are in :func:`warm`).
 MODULES = (
@@ -30,6 +30,7 @@ MODULES = (
     "ipydevice.render.text",
     "ipydevice.render.html",
     "ipydevice.integrations.excepthook",
+    "ipydevice.integrations.ipython_buttons",  # the hook makes its Buttons on first use
 )
 
 
@@ -94,3 +95,10 @@ class Warmer:
             return
         self.started = _WARMED[0] = True
         warm(self.widgets())
+
+
+def warm_once(widgets: Callable[[], bool]) -> bool:
+    """The ``post_run_cell`` step once torch is imported: :func:`warm`, once a process
+    (``%reload_ext`` does not warm up again); True once done."""
+    Warmer(widgets).after_cell()
+    return True
