@@ -158,6 +158,7 @@ class _Hook:
         self.deferred: Exception | None = None  # IPYDEVICE_DEBUG=1: raised after the traceback
         self.cell_info: Any = None  # this cell's ExecutionInfo (its id: :attr:`cell_id`)
         self.warmed = False  # the failing path's imports made (ipython_warm)
+        self._buttons: Any = None  # :attr:`buttons`, made with the first widget
 
     def install(self) -> None:
         """Registers the configurable, ``%devices``, the cell callbacks, the
@@ -229,8 +230,8 @@ class _Hook:
             manager.registry[DeviceMagics.__name__] = self.saved_registry
         restore_settings(self.saved_settings)
         self.last = None
-        if "buttons" in vars(self):  # made with the first buttons' widget
-            self.buttons.unload()
+        if self._buttons is not None:  # made with the first buttons' widget
+            self._buttons.unload()
 
     # -- stages ----------------------------------------------------------------------------
 
@@ -277,21 +278,22 @@ class _Hook:
         only, and the cell's id; lets every device warning be reported once in the
         new cell."""
         self.shown_before = id(vars(sys).get("last_value"))
-        # Every cell pays this: the cell's id is read when a panel or a widget needs it.
-        self.headed, self.deferred, self.cell_info = None, None, info
+        self.headed, self.deferred, self.cell_info = None, None, info  # its id: read if needed
         if self.failed:
             self.failed.clear()
-        if (buttons := vars(self).get("buttons")) is not None and buttons.live:
-            buttons.new_cell(self.cell_id)
+        if self._buttons is not None and self._buttons.live:
+            self._buttons.new_cell(self.cell_id)
         warned = self.device_warnings
         if warned is not None and (warned.seen or warned.pending or warned.texts):
             _guarded("warning panel", warned.new_cell)
 
-    @functools.cached_property
+    @property
     def buttons(self) -> Any:  # ipython_buttons.Buttons, imported with the first widget
-        from ipydevice.integrations.ipython_buttons import Buttons
+        if self._buttons is None:
+            from ipydevice.integrations.ipython_buttons import Buttons
 
-        return Buttons(self.shell, lambda bundle: self.stage("display", _publish, bundle))
+            self._buttons = Buttons(self.shell, lambda b: self.stage("display", _publish, b))
+        return self._buttons
 
     @property
     def cell_id(self) -> str:
@@ -356,8 +358,8 @@ class _Hook:
                     self.diagnose_and_show(exc, headed[1])
                 self.shown_before = id(exc)  # a cell around a nested run_cell: not again
         self.headed = None
-        if (buttons := vars(self).get("buttons")) is not None and (buttons.live or buttons.spare):
-            buttons.after_cell()
+        if self._buttons is not None and (self._buttons.live or self._buttons.spare):
+            self._buttons.after_cell()
         if self.watch:
             self.stage("watch", self.watch_cell, result)
         if not self.warmed and "torch" in sys.modules:  # the failing path's imports, once
