@@ -146,6 +146,23 @@ def test_the_in_depth_view_names_what_a_holder_holds_as_the_user_writes_it() -> 
         assert name in seen, (name, sorted(seen))
 
 
+def test_the_in_depth_view_lists_a_holders_contents_at_any_depth_and_counts_them() -> None:
+    """``%devices h`` for a slotted object whose tensor sits in a tuple inside a dict:
+    the tensor's row (``h.store['pair'][1]``), and each holder on the way counted as
+    the namespace listing counts it."""
+    nb = Notebook()
+    nb.run(
+        "import torch\n"
+        "class Holder:\n    __slots__ = ('store',)\n"
+        "    def __init__(self):\n        self.store = {'pair': (1, torch.zeros(5))}\n"
+        "h = Holder()"
+    )
+    rows = {r.name: r for r in ipydevice.inventory(nb.ns, names=["h"]).records}
+    assert rows["h.store['pair'][1]"].device == "cpu"
+    for name in ("h", "h.store", "h.store['pair']"):
+        assert [(s.device, s.count) for s in rows[name].shares] == [("cpu", 1)], name
+
+
 def test_nested_holders_of_other_classes_are_walked_too() -> None:
     """Variations no rule names: a pydantic model inside an attrs class inside a
     dict, a slotted subclass, a helper held by a helper."""

@@ -257,17 +257,34 @@ def _in_depth(scan: Scan, namespace: Mapping[str, Any], names: list[str]) -> Inv
 
 
 def _depth_rows(entry: Entry, scan: Scan) -> list[ObjectRecord]:
+    """``entry`` and what it holds: a module's device map by submodule, or a holder's
+    contents at any depth (``h.store['pair'][1]``), each holder with the tensors it
+    holds counted, as the namespace listing counts them (:func:`_held_tensors`)."""
     limit = scan.settings.max_items
-    rows = [record_of(entry, limit)]
+    held = _held_tensors(scan)
+    rows = [record_of(entry, limit, held.get(id(entry)))]
     if entry.module is not None:
         rows.extend(_module_map(entry))
     else:
         rows.extend(
-            record_of(e, limit)
-            for e in scan.entries.values()
-            if e is not entry and e.owner is entry
+            record_of(e, limit, held.get(id(e)))
+            for e in list(scan.entries.values())
+            if e is not entry and _within(e, entry)
         )
     return rows
+
+
+def _within(entry: Entry, holder: Entry) -> bool:
+    """``entry`` is reached through ``holder``, at any depth (a module's own parts are
+    its device map's)."""
+    if entry.parent_kind == "module":
+        return False
+    owner, seen = entry.owner, 0
+    while owner is not None and seen < 64:
+        if owner is holder:
+            return True
+        owner, seen = owner.owner, seen + 1
+    return False
 
 
 def _module_map(entry: Entry) -> list[ObjectRecord]:
