@@ -151,3 +151,23 @@ def test_unload_closes_every_widget(kernel_ip: InteractiveShell) -> None:
     fail(kernel_ip)
     kernel_ip.run_line_magic("unload_ext", "ipydevice")
     assert actions() == []
+
+
+def test_a_widget_taken_for_reuse_is_closed_if_the_new_panel_fails(
+    kernel_ip: InteractiveShell, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ipydevice.render import widget as widget_module
+
+    for _ in range(MAX_LIVE_BUTTONS):
+        fail(kernel_ip)
+    buttons = ext.hook_of(kernel_ip).buttons
+    oldest = buttons.live[min(buttons.live)][1]
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise ValueError("injected")
+
+    monkeypatch.setattr(widget_module, "build_panel", broken)
+    with pytest.raises(ValueError, match="injected"):
+        buttons.show(ext.hook_of(kernel_ip).last, None)
+    assert oldest.comm is None  # closed, not left alive and untracked
+    assert len(actions()) == MAX_LIVE_BUTTONS - 1

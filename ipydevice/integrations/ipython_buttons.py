@@ -69,15 +69,21 @@ class Buttons:
             return
         shell = self.shell
         namespace = (lambda: shell.user_ns) if with_namespace else None
-        widget = build_panel(
-            diagnosis,
-            namespace,
-            self.insert_code,
-            fixes=fixes,
-            cell_id=cell_id,
-            anchor=anchor_of(diagnosis),
-            reuse=self.reusable(),
-        )
+        reuse = self.reusable()
+        try:
+            widget = build_panel(
+                diagnosis,
+                namespace,
+                self.insert_code,
+                fixes=fixes,
+                cell_id=cell_id,
+                anchor=anchor_of(diagnosis),
+                reuse=reuse,
+            )
+        except BaseException:
+            if reuse is not None:  # taken from the live ones: closed, not lost
+                _close(reuse)
+            raise
         self.keep(widget, cell_id)
         self.publish(view_bundle(widget))
 
