@@ -15,7 +15,7 @@ The result holds strings and numbers only.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -183,14 +183,20 @@ def _held_tensors(scan: Scan) -> dict[int, list[Any]]:
     holders only (a module's own parts are its view's)."""
     held: dict[int, list[Any]] = {}
     for entry in list(scan.entries.values()):
-        owner, seen = entry.owner, 0
-        if owner is None or entry.parent_kind == "module" or entry.kind not in TENSOR_KINDS:
+        if entry.owner is None or entry.parent_kind == "module" or entry.kind not in TENSOR_KINDS:
             continue
-        while owner is not None and seen < 64:
+        for owner in _owners(entry):
             if owner.kind == "container":
                 held.setdefault(id(owner), []).append(entry.obj)
-            owner, seen = owner.owner, seen + 1
     return held
+
+
+def _owners(entry: Entry) -> Iterator[Entry]:
+    """The holders ``entry`` is reached through, innermost first (64 at most)."""
+    owner, seen = entry.owner, 0
+    while owner is not None and seen < 64:
+        yield owner
+        owner, seen = owner.owner, seen + 1
 
 
 def _totals(scan: Scan) -> tuple[DeviceShare, ...]:
@@ -277,14 +283,7 @@ def _depth_rows(entry: Entry, scan: Scan) -> list[ObjectRecord]:
 def _within(entry: Entry, holder: Entry) -> bool:
     """``entry`` is reached through ``holder``, at any depth (a module's own parts are
     its device map's)."""
-    if entry.parent_kind == "module":
-        return False
-    owner, seen = entry.owner, 0
-    while owner is not None and seen < 64:
-        if owner is holder:
-            return True
-        owner, seen = owner.owner, seen + 1
-    return False
+    return entry.parent_kind != "module" and any(o is holder for o in _owners(entry))
 
 
 def _module_map(entry: Entry) -> list[ObjectRecord]:
