@@ -63,11 +63,10 @@ from traitlets.config import Configurable
 
 from ipydevice._debug import contain, debug_enabled, describe_failure, failure_line, is_interrupt
 from ipydevice.integrations import ipython_magics as magics
+from ipydevice.integrations.ipython_cells import CellCallbacks
 from ipydevice.integrations.ipython_config import IPyDevice
 from ipydevice.integrations.ipython_display import (
     cell_bound_names,
-    cell_exception,
-    cell_id_of,
     is_device_error,
     panel_bundle,
     restore_settings,
@@ -128,8 +127,11 @@ def _publish(bundle: dict[str, Any], display_id: str | None = None, update: bool
     display(bundle, raw=True, display_id=display_id, **({"update": True} if update else {}))
 
 
-class _Hook:
-    """What :func:`load` installed in one shell, and how to take it back."""
+class _Hook(CellCallbacks):
+    """What :func:`load` installed in one shell, and how to take it back; the cell
+    callbacks and their state are :class:`~ipydevice.integrations.ipython_cells.CellCallbacks`."""
+
+    shell: InteractiveShell
 
     def __init__(self, shell: InteractiveShell) -> None:
         self.shell = shell
@@ -145,20 +147,12 @@ class _Hook:
             "pre_run_cell": self.pre_run_cell,
             "post_run_cell": self.post_run_cell,
         }
-        self.shown_before = id(vars(sys).get("last_value"))
         self.last: Diagnosis | None = None
         self.device_warnings: DeviceWarnings | None = None
         self.panel, self.watch = True, False  # IPyDevice.panel and .watch, kept in step
         self.active = False
-        # This cell: the exception the header was for (by id) and the header's
-        # display id ('': no header, not a device error), the stages that failed
-        # (each is reported once), and the cell's id from the front end.
-        self.headed: tuple[int, str] | None = None
-        self.failed: set[str] = set()
-        self.deferred: Exception | None = None  # IPYDEVICE_DEBUG=1: raised after the traceback
-        self.cell_info: Any = None  # this cell's ExecutionInfo (its id: :attr:`cell_id`)
-        self.warmed = False  # the failing path's imports made (ipython_warm)
         self._buttons: Any = None  # :attr:`buttons`, made with the first widget
+        CellCallbacks.__init__(self)  # the per-cell state
 
     def install(self) -> None:
         """Registers the configurable, ``%devices``, the cell callbacks, the
@@ -179,6 +173,7 @@ class _Hook:
     def _switches_changed(self, change: Mapping[str, Any] | None = None) -> None:
         # Read by the callbacks of every cell: plain attributes, not traitlets lookups.
         self.panel, self.watch = self.config.panel, self.config.watch
+        self.settle()
 
     def install_warnings(self) -> None:
         """Chains ``warnings.showwarning`` and adds the library loggers' handler."""
@@ -186,7 +181,9 @@ class _Hook:
             from ipydevice.integrations.warnings_hook import DeviceWarnings
 
             shell = self.shell
-            self.device_warnings = DeviceWarnings(self.show_warning, lambda: shell.user_ns)
+            self.device_warnings = DeviceWarnings(
+                self.show_warning, lambda: shell.user_ns, touched=self.unsettle
+            )
         self.device_warnings.install()
 
     def remove_warnings(self) -> None:
@@ -249,6 +246,7 @@ class _Hook:
             if debug_enabled() and not is_interrupt(failure):
                 if before and isinstance(failure, Exception):
                     self.deferred = self.deferred or failure
+                    self.quiet = False
                     return None
                 raise
             # A Ctrl-C stops ipydevice's work: letting it through would print
@@ -257,12 +255,10 @@ class _Hook:
         return None
 
     def _report(self, name: str, line: str) -> None:
+        self.quiet = False
         if name not in self.failed:
             self.failed.add(name)
             print(line, file=sys.stderr)
-
-    def in_kernel(self) -> bool:
-        return getattr(self.shell, "kernel", None) is not None
 
     def verbosity(self) -> str:
         """The verbosity in force: ``IPyDevice.verbosity``, else what ``%xmode`` implies."""
@@ -271,21 +267,7 @@ class _Hook:
         xmode = getattr(getattr(self.shell, "InteractiveTB", None), "mode", None)
         return verbosity_for(current().verbosity, xmode if isinstance(xmode, str) else None)
 
-    # -- the cell callbacks ----------------------------------------------------------------
-
-    def pre_run_cell(self, info: Any = None) -> None:
-        """The ``pre_run_cell`` callback: notes which exception was last shown, by id
-        only, and the cell's id; lets every device warning be reported once in the
-        new cell."""
-        self.shown_before = id(vars(sys).get("last_value"))
-        self.headed, self.deferred, self.cell_info = None, None, info  # its id: read if needed
-        if self.failed:
-            self.failed.clear()
-        if self._buttons is not None and self._buttons.live:
-            self._buttons.new_cell(self.cell_id)
-        warned = self.device_warnings
-        if warned is not None and (warned.seen or warned.pending or warned.texts):
-            _guarded("warning panel", warned.new_cell)
+    # -- the traceback and the panel -------------------------------------------------------
 
     @property
     def buttons(self) -> Any:  # ipython_buttons.Buttons, imported with the first widget
@@ -294,10 +276,6 @@ class _Hook:
 
             self._buttons = Buttons(self.shell, lambda b: self.stage("display", _publish, b))
         return self._buttons
-
-    @property
-    def cell_id(self) -> str:
-        return cell_id_of(self.cell_info, self.shell)
 
     def show_traceback(self, etype: Any, evalue: Any, stb: Any) -> Any:
         """Wraps the shell's ``_showtraceback``: in a kernel, the header of a device
@@ -329,6 +307,7 @@ class _Hook:
         if recognised is None:  # failed: reported once (or retried after the traceback)
             if not debug_enabled():
                 self.headed = (id(exc), "")
+                self.quiet = False
             return
         bundle = (
             self.stage("rendering", pending_header_bundle, exc, before=True) if recognised else None
@@ -341,34 +320,7 @@ class _Hook:
             if "display" in self.failed or self.deferred is not None:
                 return  # no header went out: the panel after the traceback, as in a terminal
         self.headed = (id(exc), header)
-
-    def post_run_cell(self, result: ExecutionResult) -> None:
-        """The ``post_run_cell`` callback: the warning panels kept until the stock
-        output, the full panel when the cell failed with a device error, and watch mode."""
-        warned = self.device_warnings
-        if warned is not None and warned.pending:
-            _guarded("warning panel", warned.flush)
-        if self.panel:
-            exc = cell_exception(result, self.shown_before)
-            if exc is not None:
-                headed = self.headed
-                if headed is None or headed[0] != id(exc):
-                    self.diagnose_and_show(exc)
-                elif headed[1]:  # the header before the traceback: diagnosed now, replaced
-                    self.diagnose_and_show(exc, headed[1])
-                self.shown_before = id(exc)  # a cell around a nested run_cell: not again
-        self.headed = None
-        if self._buttons is not None and (self._buttons.live or self._buttons.spare):
-            self._buttons.after_cell()
-        if self.watch:
-            self.stage("watch", self.watch_cell, result)
-        if not self.warmed and "torch" in sys.modules:  # the failing path's imports, once
-            from ipydevice.integrations.ipython_warm import warm_once
-
-            self.warmed = warm_once(lambda: bool(self.config.widget) and self.in_kernel())
-        deferred, self.deferred = self.deferred, None
-        if deferred is not None:  # a failure before the traceback, raised now (debugging)
-            raise deferred
+        self.quiet = False
 
     def show_warning(self, diagnosis: Diagnosis) -> None:
         """Displays a device warning's panel (called by :mod:`ipydevice.integrations.warnings_hook`)."""
@@ -388,10 +340,6 @@ class _Hook:
         checkup = watch_checkup(self.shell, result)
         if checkup:
             _publish(watch_bundle(checkup))
-
-    def cell_exception(self, result: ExecutionResult) -> BaseException | None:
-        """The exception the cell raised or showed (:func:`~ipydevice.integrations.ipython_display.cell_exception`)."""
-        return cell_exception(result, self.shown_before)
 
     def diagnose_and_show(self, exc: BaseException, header: str = "") -> None:
         """Diagnoses ``exc`` after its traceback and displays the panel; replaces the

@@ -260,6 +260,8 @@ class DeviceWarnings:
             :class:`~ipydevice.model.Diagnosis` (displays the panel).
         namespace: returns the user's names when a warning comes.
         loggers: the logger names to watch (children included).
+        touched: called when a device warning is seen (the shell's hook then has
+            work for the cell's end and the next cell's start).
     """
 
     def __init__(
@@ -267,8 +269,10 @@ class DeviceWarnings:
         report: Report,
         namespace: Callable[[], Mapping[str, Any] | None] = lambda: None,
         loggers: tuple[str, ...] = LOGGERS,
+        touched: Callable[[], None] = lambda: None,
     ) -> None:
         self.report = report
+        self.touched = touched
         self.namespace = namespace
         self.loggers = loggers
         self.previous: Any = None
@@ -397,6 +401,7 @@ class DeviceWarnings:
     ) -> None:
         if not text or not _is_device_text(text, root_logger):
             return
+        self.touched()  # the cell has a device warning to look after
         if text not in self.texts and len(self.texts) < _MAX_TEXTS:
             self.texts.append(text)
         key = _key(text)
