@@ -60,8 +60,10 @@ class ModuleWalks:
         for rel, tensor, _ in view.attributes:
             self._record_part(tensor, (*path, *rel), owner, "attribute")
         held = [(rel, module) for _, members, _ in view.plain_lists for rel, module in members]
+        entries = self.entries  # (few of a model's modules are entries: the frames' own)
         for rel, module in [*view.submodules, *held]:
-            self._adopt(module, (*path, *rel), owner)
+            if id(module) in entries:
+                self._adopt(module, (*path, *rel), owner)
         return view
 
     def _walk_module(self, module: Any) -> ModuleView:
