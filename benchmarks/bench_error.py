@@ -13,8 +13,10 @@ Measured side by side, in one process, warm, in interleaved rounds:
 * IPython's own traceback: ``InteractiveShell.showtraceback`` timed inside a real
   ``run_cell`` of the failing cell without the extension;
 * what ipydevice adds, stage by stage: ``engine.diagnose``, the header shown before
-  the traceback, ``str`` (the text panel), ``_repr_html_`` and the buttons' widgets
-  (``build_panel`` and its mime bundle, for the header and for the panel);
+  the traceback, ``str`` (the text panel), ``_repr_html_`` and the buttons' widget
+  (``build_panel`` and its mime bundle: one widget per error, whose buttons go beside
+  each fix in the header and the panel; the widget of the error before, superseded,
+  is given this error's fixes, as the hook does when a failing cell runs again);
 * end to end: ``run_cell`` of the failing cell with and without the extension
   loaded (with a stand-in kernel, so that the widget is built, as in Jupyter).
 
@@ -141,6 +143,10 @@ class Stages:
         from ipydevice.integrations.ipython_display import header_bundle
 
         self.header_bundle = header_bundle
+        from ipydevice.integrations.ipython_display import anchor_of
+
+        self.anchor_of = anchor_of
+        self.previous: Any = None  # the widget of the pass before, reused as the hook does
         self.times: dict[str, list[float]] = {
             "diagnose": [],
             "header": [],
@@ -161,13 +167,19 @@ class Stages:
             t2 = time.perf_counter()
             d._repr_html_()
             t3 = time.perf_counter()
-            best = d.fixes[:1]  # the header's buttons, then the panel's
-            header = self.build_panel(d, lambda: shell.user_ns, lambda code: None, fixes=best)
-            self.view_bundle(header)
-            panel = self.build_panel(d, lambda: shell.user_ns, lambda code: None)
+            # One buttons widget per error, as the hook makes it: its buttons go beside
+            # each fix's code in the header and the panel (the anchor); the widget of the
+            # error before, superseded (its cell run again), is given this error's fixes.
+            panel = self.build_panel(
+                d,
+                lambda: shell.user_ns,
+                lambda code: None,
+                anchor=self.anchor_of(d),
+                reuse=self.previous,
+            )
             self.view_bundle(panel)  # what the hook displays
             t4 = time.perf_counter()
-        type(panel).close_all()  # the widgets of every pass would pile up in ipywidgets' registry
+        self.previous = panel
         for name, value in zip(
             self.times, (t1 - t0, th - t1, t2 - th, t3 - t2, t4 - t3), strict=True
         ):
