@@ -62,8 +62,9 @@ class Case:
         fix_has: text the first fix's code must contain (the user's words).
         offers: text the code of one of the fixes must contain (a root fix).
         fake: run under fake CUDA (else plain CPU/meta tensors).
-        standin: run with the ``openreg`` stand-in device (``standin.py``), which has
-            data; the case's setup says which GPU of its report it stands for.
+        standin: run on the ``openreg`` stand-in device (``standin.py``), which has data,
+            rather than under fake CUDA; the case's setup says which GPU of its report it
+            stands for.
         shell: run in IPython's in-process shell, read the panel's diagnosis.
         quiet: a non-device error: the diagnosis must say so.
         clean: no row of the objects table may come from a library pass-through
@@ -218,7 +219,7 @@ class _ShellSession:
 
 @contextlib.contextmanager
 def _session(case: Case) -> Iterator[Any]:
-    device = fake_cuda() if case.fake else standin() if case.standin else contextlib.nullcontext()
+    device = standin() if case.standin else fake_cuda() if case.fake else contextlib.nullcontext()
     if not case.shell:
         with device:
             yield _NotebookSession()
