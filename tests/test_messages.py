@@ -620,6 +620,32 @@ def test_device_tokens(text: str, want: tuple[str, ...]) -> None:
     assert device_tokens(text) == want
 
 
+def test_a_renamed_privateuse1_backend_is_a_device() -> None:
+    """An out-of-tree backend renames PrivateUse1 (OpenReg's ``openreg``, any name):
+    once torch says so, that name is a device in every wording, as ``npu`` is. In a
+    process of its own: a rename cannot be undone."""
+    code = (
+        "from ipydevice.diagnosis.recognise import device_tokens, normalise_device, recognise\n"
+        f"two = {_A + 'openreg:0 and cpu!'!r}\n"
+        "lengths = (\"'lengths' argument should be a 1D CPU int64 tensor, but got 1D \"\n"
+        "           'openreg:0 Long tensor')\n"
+        "assert normalise_device('openreg:0') is None\n"
+        "import torch\n"
+        "assert normalise_device('openreg:0') is None  # torch imported, PrivateUse1 not renamed\n"
+        "torch.utils.rename_privateuse1_backend('openreg')\n"
+        "assert str(torch.device('privateuseone', 0)) == 'openreg:0'\n"
+        "assert normalise_device('openreg:0') == 'openreg:0'\n"
+        "assert normalise_device(\"device(type='openreg', index=0)\") == 'openreg:0'\n"
+        "assert device_tokens(two) == ('openreg:0', 'cpu')\n"
+        "facts = recognise(two)\n"
+        "assert facts.family == 'op_mismatch' and facts.devices == ('openreg:0', 'cpu'), facts\n"
+        "facts = recognise(lengths)\n"
+        "assert facts.is_device_error and facts.devices == ('cpu', 'openreg:0'), facts\n"
+        "assert normalise_device('foo:0') is None and normalise_device('npu:1') == 'npu:1'\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
 # -------------------------------------------------------------------- API contract
 def test_families_constant() -> None:
     assert len(set(FAMILIES)) == len(FAMILIES) == 15

@@ -1,12 +1,15 @@
 """Device spellings in error text: ``CUDA``, ``cuda:0``, ``torch.cuda.HalfTensor``,
 ``CPUFloatType``, ``device(type='cuda', index=1)`` -> ``cuda``, ``cuda:0``, ``cpu``...
 
-Standard library only; used by the wordings of every error family.
+Standard library only; used by the wordings of every error family. A PrivateUse1
+backend renamed in this process (``torch.utils.rename_privateuse1_backend``) is a device
+type too, whatever its name: torch is asked, if it is imported, never imported here.
 """
 
 from __future__ import annotations
 
 import re
+import sys
 
 __all__ = ["SCAN_LIMIT", "device_tokens", "device_type", "normalise_device", "same_device"]
 
@@ -44,6 +47,7 @@ _KNOWN_TYPES = frozenset(
     }
 )
 _SCAN_TYPES = "privateuseone|cuda|cpu|mps|xla|xpu|npu|hpu|mtia|maia|meta|mlu|musa"
+_DEFAULT_PRIVATEUSE1 = "privateuseone"
 _DTYPES = (
     r"(?:float|double|half|bfloat16|long|int|short|char|byte|bool|complex[a-z]*"
     r"|qu?int\d+|float8\w*?)"
@@ -64,15 +68,23 @@ _TORCH_TYPE_RE = re.compile(
 _LAYOUT = r"(?:sparse|quantized|mkldnn)"
 _ATEN_TYPE_RE = re.compile(rf"{_LAYOUT}?(?P<t>[a-z]+?|PrivateUse1){_DTYPES}Type", re.I)
 _BACKEND_RE = re.compile(rf"{_LAYOUT}(?P<t>[a-z]+)", re.I)
+
+
 # Runs on lower-cased text without re.I: case-insensitive alternations are several times
 # slower in CPython's re. Every branch starts with a literal, and the "not glued to a word,
 # attribute, path or hyphen" test is done in Python on the preceding character.
-_SCAN_RE = re.compile(
-    r"(?P<skip>https?://\S+|torch\.device\([^)]*\))"  # URLs; advice like map_location=
-    r"|device\(type=[^)]*\)"
-    rf"|torch\.(?:\w+\.)?(?:sparse\.)?{_DTYPES}tensor\b"
-    rf"|{_LAYOUT}?(?:{_SCAN_TYPES})(?:{_DTYPES}type\b|(?::\d+)?(?![\w\-(]))"
-)
+def _scan_re(types: str) -> re.Pattern[str]:
+    return re.compile(
+        r"(?P<skip>https?://\S+|torch\.device\([^)]*\))"  # URLs; advice like map_location=
+        r"|device\(type=[^)]*\)"
+        rf"|torch\.(?:\w+\.)?(?:sparse\.)?{_DTYPES}tensor\b"
+        rf"|{_LAYOUT}?(?:{types})(?:{_DTYPES}type\b|(?::\d+)?(?![\w\-(]))"
+    )
+
+
+_SCAN_RE = _scan_re(_SCAN_TYPES)
+#: The scan with a renamed PrivateUse1 backend's name added (made once it is seen).
+_renamed_scan: re.Pattern[str] | None = None
 _GLUE = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_.-/")
 
 
@@ -129,7 +141,43 @@ def normalise_device(token: str) -> str | None:
 def _known(name: str) -> str | None:
     low = name.lower()
     low = "privateuseone" if low == "privateuse1" else low
-    return low if low in _KNOWN_TYPES else None
+    return low if low in _KNOWN_TYPES or low == _privateuse1_name() else None
+
+
+#: The PrivateUse1 backend's new name, once torch says it was renamed (it is set once
+#: per process, so it is kept).
+_renamed: str | None = None
+
+
+def _privateuse1_name() -> str | None:
+    """The name torch's PrivateUse1 backend has in this process when an out-of-tree
+    backend renamed it (torch_npu's ``npu``, OpenReg's ``openreg``), else None."""
+    global _renamed
+    if _renamed is not None:
+        return _renamed
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return None
+    try:
+        name = torch._C._get_privateuse1_backend_name()
+    except Exception:  # a torch without the call, or torch half imported
+        return None
+    if not isinstance(name, str) or not re.fullmatch(r"[a-z][a-z0-9_]*", name):
+        return None
+    if name == _DEFAULT_PRIVATEUSE1:
+        return None
+    _renamed = name
+    return name
+
+
+def _scan() -> re.Pattern[str]:
+    global _renamed_scan
+    renamed = _privateuse1_name()
+    if renamed is None:
+        return _SCAN_RE
+    if _renamed_scan is None:
+        _renamed_scan = _scan_re(f"{_SCAN_TYPES}|{re.escape(renamed)}")
+    return _renamed_scan
 
 
 def device_tokens(text: str) -> tuple[str, ...]:
@@ -150,7 +198,7 @@ def device_tokens(text: str) -> tuple[str, ...]:
         return ()
     found: list[str] = []
     low = text[:SCAN_LIMIT].lower()
-    for m in _SCAN_RE.finditer(low):
+    for m in _scan().finditer(low):
         if m["skip"] or (m.start() and low[m.start() - 1] in _GLUE):
             continue  # a URL, torch.device(...) advice, x.cuda, non-meta, /usr/local/cuda
         dev = normalise_device(m.group())

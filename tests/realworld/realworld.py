@@ -13,7 +13,9 @@ the way a user would meet it and scores three things:
   failed cell run, and the tensors it computes are on the target.
 
 Cases whose setup says ``device='cuda'`` run under :func:`fakecuda.fake_cuda`
-(FakeTensorMode: PyTorch's real device errors, no GPU). ``shell`` cases run in
+(FakeTensorMode: PyTorch's real device errors, no GPU); ``standin`` cases on
+:mod:`standin`'s ``openreg`` device, a second device with data for the cases whose
+fix or library reads tensor values. ``shell`` cases run in
 IPython's in-process shell with ``%load_ext ipydevice`` and read the panel's
 diagnosis, as a notebook user would. ``quiet`` cases are other errors: the
 diagnosis must say they are not device errors.
@@ -30,6 +32,7 @@ from typing import Any
 
 from cells import Notebook
 from fakecuda import fake_cuda
+from standin import standin
 
 import ipydevice
 from ipydevice.model import Diagnosis, Fix
@@ -59,6 +62,9 @@ class Case:
         fix_has: text the first fix's code must contain (the user's words).
         offers: text the code of one of the fixes must contain (a root fix).
         fake: run under fake CUDA (else plain CPU/meta tensors).
+        standin: run on the ``openreg`` stand-in device (``standin.py``), which has data,
+            rather than under fake CUDA; the case's setup says which GPU of its report it
+            stands for.
         shell: run in IPython's in-process shell, read the panel's diagnosis.
         quiet: a non-device error: the diagnosis must say so.
         clean: no row of the objects table may come from a library pass-through
@@ -78,6 +84,7 @@ class Case:
     fix_has: str = ""
     offers: str = ""
     fake: bool = True
+    standin: bool = False
     shell: bool = False
     quiet: bool = False
     clean: bool = False
@@ -212,7 +219,7 @@ class _ShellSession:
 
 @contextlib.contextmanager
 def _session(case: Case) -> Iterator[Any]:
-    device = fake_cuda() if case.fake else contextlib.nullcontext()
+    device = standin() if case.standin else fake_cuda() if case.fake else contextlib.nullcontext()
     if not case.shell:
         with device:
             yield _NotebookSession()

@@ -432,10 +432,8 @@ CASES: list[Case] = [
         classes=(5,),
         setup="""
         from torch.nn.utils.rnn import pack_padded_sequence
-        device = 'meta'  # stands for the GPU the batch was moved to
-        # the whole batch is moved, as in the report: with `embedded` left on the CPU a meta
-        # `lengths` fails earlier (its sorted indices copied to the CPU), not with the
-        # report's "'lengths' argument should be a 1D CPU int64 tensor"
+        device = 'openreg'  # the stand-in device (standin.py) for the report's GPU
+        # the whole batch is moved, as in the report
         embedded = torch.randn(3, 5, 4).to(device)
         lengths = torch.tensor([5, 3, 2]).to(device)
         """,
@@ -444,10 +442,7 @@ CASES: list[Case] = [
         target="cpu",
         checks=("sizes",),
         fake=False,
-        xfail="class 5: meta stands badly for the GPU here: culprit and target are right and the fix "
-        "lengths.to('cpu') is the report's, but a meta tensor has no data to copy to the CPU; fake "
-        "CUDA cannot stand in either (FakeTensorMode has no kernel for _pack_padded_sequence, "
-        "whose output shape depends on the lengths: DynamicOutputShapeException)",
+        standin=True,
     ),
     Case(
         id="pack-padded-lengths-from-the-mask-in-forward",
@@ -466,7 +461,7 @@ CASES: list[Case] = [
                 return pack_padded_sequence(self.emb(ids), lengths, batch_first=True,
                                             enforce_sorted=False)
 
-        device = 'meta'  # stands for the GPU the model and the batch were moved to
+        device = 'openreg'  # the stand-in device (standin.py) for the report's GPU
         encoder = Encoder().to(device)
         ids = torch.randint(0, 20, (3, 5)).to(device)
         mask = torch.ones(3, 5, dtype=torch.long).to(device)
@@ -476,10 +471,7 @@ CASES: list[Case] = [
         target="cpu",
         checks=("sizes",),
         fake=False,
-        xfail="class 5: meta stands badly for the GPU here: culprit and target are right and the fix "
-        "mask.sum(1).to('cpu') is the report's, but a meta tensor has no data to copy to the CPU; fake "
-        "CUDA cannot stand in either (FakeTensorMode has no kernel for _pack_padded_sequence, "
-        "whose output shape depends on the lengths: DynamicOutputShapeException)",
+        standin=True,
     ),
     # -- 6. targets only among the devices the message names ------------------------------
     Case(
@@ -556,19 +548,26 @@ CASES: list[Case] = [
         config = GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=32, n_positions=32,
                             bos_token_id=2, eos_token_id=3, pad_token_id=0)
         model = GPT2LMHeadModel(config)
-        input_ids = tokenizer(['the cat sat'], return_tensors='pt')['input_ids'].to('cuda')
+        # 'openreg' is the stand-in device (standin.py) for the report's GPU: generate()
+        # reads tensor values before the model runs, which fake CUDA cannot give
+        input_ids = tokenizer(['the cat sat'], return_tensors='pt')['input_ids'].to('openreg')
         """,
-        # generate() warns "`input_ids` is on cuda, whereas the model is on cpu", then fails
-        # in the embedding: the warning's demand decides (ipydevice/diagnosis/warned.py)
+        # generate() warns "`input_ids` is on openreg, whereas the model is on cpu", then
+        # (before huggingface/transformers#46590) fails in the embedding: the warning's
+        # demand decides (ipydevice/diagnosis/warned.py)
         cell="out = model.generate(input_ids, max_new_tokens=2, do_sample=False)\n",
         culprit="input_ids",
         target="cpu",
         checks=("out",),
         shell=True,
-        xfail="class 6: fake CUDA cannot run generate(): before the model runs it reads tensor "
-        "values (torch.isin(eos, pad).any(), (attention_mask == 1).all()), which a fake tensor "
-        "refuses (DataDependentOutputException), so a CPU build raises no device error here; "
-        "the mechanism is tested with a stand-in generate() in tests/test_warnings.py",
+        fake=False,
+        standin=True,
+        xfail="class 6: the installed transformers (5.24) raises no device error here: since "
+        "huggingface/transformers#46590 generate() moves the forward's inputs to the model's "
+        "device itself, so on the stand-in device, with data as on a GPU, the cell runs to the "
+        "end after the warning (out on openreg:0); the report's error needs a transformers "
+        "before that change; the warning's demand is tested with a stand-in generate() in "
+        "tests/test_warnings.py",
     ),
     # -- 7. owners over aliases ---------------------------------------------------------------
     Case(
