@@ -29,6 +29,7 @@ import textwrap
 import traceback
 from collections.abc import Iterator
 from typing import Any
+from warnings import catch_warnings, simplefilter
 
 from cells import Notebook
 from fakecuda import fake_cuda
@@ -66,6 +67,10 @@ class Case:
             rather than under fake CUDA; the case's setup says which GPU of its report it
             stands for.
         shell: run in IPython's in-process shell, read the panel's diagnosis.
+        warns: the report's error is a device warning with the libraries of today (the
+            library now copes, slowly or with its work on the wrong device): the cell
+            must run, its warning's panel is the diagnosis, and the first fix must make
+            the cell run again without a device warning (``shell`` cases only).
         quiet: a non-device error: the diagnosis must say so.
         clean: no row of the objects table may come from a library pass-through
             frame (issue 12, class 9).
@@ -86,6 +91,7 @@ class Case:
     fake: bool = True
     standin: bool = False
     shell: bool = False
+    warns: bool = False
     quiet: bool = False
     clean: bool = False
     xfail: str = ""
@@ -208,6 +214,29 @@ class _ShellSession:
             result = self.shell.run_cell(source, store_history=True)
         return result.error_in_exec
 
+    def warned(self, source: str) -> tuple[BaseException | None, list[Diagnosis]]:
+        """Runs a cell: its error (None when it ran) and the diagnoses of the device
+        warnings whose panels it showed."""
+        from ipydevice.integrations.ipython import hook_of
+
+        hook = hook_of(self.shell)
+        assert hook is not None and hook.device_warnings is not None
+        warnings, shown = hook.device_warnings, []
+        report = warnings.report
+
+        def record(diagnosis: Diagnosis) -> None:
+            shown.append(diagnosis)
+            report(diagnosis)
+
+        warnings.report = record
+        try:
+            # every time, as on a first run: Python shows a warning once per location
+            with catch_warnings():
+                simplefilter("always")
+                return self.error(source), shown
+        finally:
+            warnings.report = report
+
     def diagnose(self, exc: BaseException) -> Diagnosis:
         from ipydevice.integrations.ipython import hook_of
 
@@ -243,6 +272,8 @@ def run_case(case: Case) -> Outcome:
     with _session(case) as session:
         for source in case.cells:
             session.run(source)
+        if case.warns:
+            return _run_warning_case(case, session, outcome)
         exc = session.error(case.failing)
         if exc is None:
             outcome.problem = "the failing cell ran"
@@ -257,6 +288,26 @@ def run_case(case: Case) -> Outcome:
     if not case.quiet and diagnosis.is_device_error and diagnosis.fixes:
         outcome.fix_ok, outcome.problem = _first_fix_runs(case, diagnosis.fixes[0])
     elif not case.quiet:
+        outcome.problem = "no fix"
+    RESULTS[case.id] = outcome
+    return outcome
+
+
+def _run_warning_case(case: Case, session: Any, outcome: Outcome) -> Outcome:
+    """A ``warns`` case: the cell runs, and its first device warning is diagnosed."""
+    exc, shown = session.warned(case.failing)
+    if exc is not None or not shown:
+        outcome.problem = f"the cell raised {exc!r}" if exc is not None else "no device warning"
+        RESULTS[case.id] = outcome
+        return outcome
+    diagnosis = shown[0]
+    outcome.report = str(diagnosis)
+    outcome.device_error = diagnosis.is_device_error
+    if diagnosis.is_device_error:
+        _score(outcome, diagnosis)
+    if diagnosis.is_device_error and diagnosis.fixes:
+        outcome.fix_ok, outcome.problem = _first_fix_runs(case, diagnosis.fixes[0])
+    else:
         outcome.problem = "no fix"
     RESULTS[case.id] = outcome
     return outcome
@@ -295,7 +346,16 @@ def _first_fix_runs(case: Case, fix: Fix) -> tuple[bool, str]:
                 cells[index] = cells[index].replace(fix.original, fix.code, 1)
             for source in cells:
                 session.run(source)
-            if fix.scope == "namespace":
+            if fix.scope == "namespace" and case.warns:
+                if not session.warned(case.failing)[1]:
+                    return False, "no device warning before the fix"
+                result = fix.apply(session.ns)
+                if not result.ok:
+                    return False, f"apply: {result.message}"
+                exc, shown = session.warned(case.failing)
+                if exc is not None or shown:
+                    return False, f"after the fix: {exc!r}" if exc else "still a device warning"
+            elif fix.scope == "namespace":
                 if session.error(case.failing) is None:
                     return False, "the failed cell ran before the fix"
                 if not fix.can_apply:

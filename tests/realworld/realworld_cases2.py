@@ -552,22 +552,20 @@ CASES: list[Case] = [
         # reads tensor values before the model runs, which fake CUDA cannot give
         input_ids = tokenizer(['the cat sat'], return_tensors='pt')['input_ids'].to('openreg')
         """,
-        # generate() warns "`input_ids` is on openreg, whereas the model is on cpu", then
-        # (before huggingface/transformers#46590) fails in the embedding: the warning's
-        # demand decides (ipydevice/diagnosis/warned.py)
+        # generate() warns "`input_ids` is on openreg, whereas the model is on cpu". In
+        # the report it then failed in the embedding; since huggingface/transformers#46590
+        # it moves each forward's inputs to the model itself and the cell runs, with the
+        # generation loop's work (and `out`) on the input's device: the warning is what
+        # the user gets, its demand decides (target cpu, the model's device), and the fix
+        # must make the cell run without it, `out` on cpu
         cell="out = model.generate(input_ids, max_new_tokens=2, do_sample=False)\n",
         culprit="input_ids",
         target="cpu",
         checks=("out",),
         shell=True,
+        warns=True,
         fake=False,
         standin=True,
-        xfail="class 6: the installed transformers (5.24) raises no device error here: since "
-        "huggingface/transformers#46590 generate() moves the forward's inputs to the model's "
-        "device itself, so on the stand-in device, with data as on a GPU, the cell runs to the "
-        "end after the warning (out on openreg:0); the report's error needs a transformers "
-        "before that change; the warning's demand is tested with a stand-in generate() in "
-        "tests/test_warnings.py",
     ),
     # -- 7. owners over aliases ---------------------------------------------------------------
     Case(
