@@ -33,6 +33,17 @@ def singleton_shell(reset: bool = False) -> Iterator[InteractiveShell]:
         settings.configure(**{f.name: getattr(saved, f.name) for f in dataclasses.fields(saved)})
 
 
+@contextlib.contextmanager
+def loaded_shell(setup: str = "") -> Iterator[InteractiveShell]:
+    """:func:`singleton_shell` with ``%load_ext ipydevice`` and ``setup`` run (it must
+    succeed)."""
+    with singleton_shell() as shell:
+        shell.run_line_magic("load_ext", "ipydevice")
+        if setup:
+            run(shell, setup)
+        yield shell
+
+
 def run(shell: InteractiveShell, source: str) -> Any:
     """Runs a cell that must succeed; returns its result."""
     result = shell.run_cell(source)

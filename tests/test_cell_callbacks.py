@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
-from shells import panels, run, run_captured, singleton_shell
+from shells import loaded_shell, panels, run, run_captured, singleton_shell
 
 from ipydevice.integrations import ipython as ext
 
@@ -25,9 +25,7 @@ DISPATCHED = "You shouldn't move a model that is dispatched using accelerate hoo
 
 @pytest.fixture
 def ip() -> Iterator[InteractiveShell]:
-    with singleton_shell() as shell:
-        shell.run_line_magic("load_ext", "ipydevice")
-        run(shell, SETUP)
+    with loaded_shell(SETUP) as shell:
         yield shell
 
 

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
-from shells import panels, run, singleton_shell
+from shells import loaded_shell, panels
 
 from ipydevice.integrations import ipython as ext
 from ipydevice.model import Diagnosis
@@ -151,9 +151,7 @@ CASES = {
 
 @pytest.fixture
 def ip() -> Iterator[InteractiveShell]:
-    with singleton_shell() as shell:
-        shell.run_line_magic("load_ext", "ipydevice")
-        run(shell, SETUP)
+    with loaded_shell(SETUP) as shell:
         yield shell
 
 
