@@ -34,10 +34,10 @@ def singleton_shell(reset: bool = False) -> Iterator[InteractiveShell]:
 
 
 @contextlib.contextmanager
-def loaded_shell(setup: str = "") -> Iterator[InteractiveShell]:
+def loaded_shell(setup: str = "", reset: bool = False) -> Iterator[InteractiveShell]:
     """:func:`singleton_shell` with ``%load_ext ipydevice`` and ``setup`` run (it must
-    succeed)."""
-    with singleton_shell() as shell:
+    succeed); ``reset``: in an empty namespace."""
+    with singleton_shell(reset=reset) as shell:
         shell.run_line_magic("load_ext", "ipydevice")
         if setup:
             run(shell, setup)

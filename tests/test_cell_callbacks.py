@@ -25,7 +25,7 @@ DISPATCHED = "You shouldn't move a model that is dispatched using accelerate hoo
 
 @pytest.fixture
 def ip() -> Iterator[InteractiveShell]:
-    with loaded_shell(SETUP) as shell:
+    with loaded_shell(SETUP, reset=True) as shell:  # watch mode reads the namespace's models
         yield shell
 
 

@@ -29,6 +29,7 @@ from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import CapturedIO, capture_output
 from shells import panels, run, singleton_shell
 
+from ipydevice.diagnosis import live_warning
 from ipydevice.diagnosis.recognise import recognise
 from ipydevice.integrations import ipython as ext
 from ipydevice.integrations import warnings_hook
@@ -526,7 +527,7 @@ def failing_diagnosis(*args: Any, **kwargs: Any) -> Any:
 def test_a_failing_warning_panel_is_one_line_on_stderr(
     ip: InteractiveShell, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(warnings_hook, "diagnose_warning", failing_diagnosis)
+    monkeypatch.setattr(live_warning, "diagnose_warning", failing_diagnosis)
     monkeypatch.setenv("IPYDEVICE_DEBUG", "0")
     cap, result = run_captured(ip, warn_cell(GENERATE) + "\ndone = True")
     assert result.success and ip.user_ns["done"]
@@ -541,7 +542,7 @@ def test_a_failing_warning_panel_is_one_line_on_stderr(
 def test_a_failing_warning_panel_raises_when_debugging(
     ip: InteractiveShell, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(warnings_hook, "diagnose_warning", failing_diagnosis)
+    monkeypatch.setattr(live_warning, "diagnose_warning", failing_diagnosis)
     assert os.environ["IPYDEVICE_DEBUG"] == "1"
     _, result = run_captured(ip, warn_cell(GENERATE))
     assert isinstance(result.error_in_exec, RuntimeError) and str(result.error_in_exec) == "boom"
@@ -550,7 +551,7 @@ def test_a_failing_warning_panel_raises_when_debugging(
 def test_a_warning_while_diagnosing_one_is_not_diagnosed_again(
     ip: InteractiveShell, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    original = warnings_hook.diagnose_warning
+    original = live_warning.diagnose_warning
     calls: list[str] = []
 
     def noisy(*args: Any, **kwargs: Any) -> Any:
@@ -558,7 +559,7 @@ def test_a_warning_while_diagnosing_one_is_not_diagnosed_again(
         warnings.warn(OFFLOADED, UserWarning, stacklevel=1)  # another device warning, from inside
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(warnings_hook, "diagnose_warning", noisy)
+    monkeypatch.setattr(live_warning, "diagnose_warning", noisy)
     cap, _ = run_captured(ip, warn_cell(GENERATE))
     assert len(calls) == 1 and len(panels(cap)) == 1
 

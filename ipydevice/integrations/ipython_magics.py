@@ -16,8 +16,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["DEVICES_HELP", "MagicError", "checkup", "require_names"]
 
-_ROOT_NAME = re.compile(r"\s*([^\W\d]\w*)")
-
 
 class MagicError(Exception):
     """A mistake in the magic's line, worded for the user (shown as a UsageError)."""
@@ -26,7 +24,7 @@ class MagicError(Exception):
 def require_names(namespace: Mapping[str, Any], names: list[str]) -> None:
     """Every name's root (``model`` of ``model.encoder``) is in the namespace."""
     for text in names:
-        root = _ROOT_NAME.match(text)
+        root = re.match(r"\s*([^\W\d]\w*)", text)  # compiled on first use, not at load
         if root is None or root.group(1) not in namespace:
             raise MagicError(f"%devices: no variable named {(root.group(1) if root else text)!r}")
 
