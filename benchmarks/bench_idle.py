@@ -71,11 +71,7 @@ def main() -> dict:
             cpu[name].append(c)
     figures: dict = {}
     for label, times in (("wall", wall), ("cpu", cpu)):
-        pairs = zip(times["with"], times["without"], times["without_again"], strict=True)
-        ratios, a_a = [], []
-        for w, o, a in pairs:
-            ratios.append(w / ((o + a) / 2))
-            a_a.append(a / o)
+        ratios, a_a = paired(times["with"], times["without"], times["without_again"])
         ratio, low, high = median_interval(ratios)
         noise, noise_low, noise_high = median_interval(a_a)
         baseline = median(times["without"] + times["without_again"])
@@ -120,6 +116,18 @@ def main() -> dict:
             "first measure: other processes on the machine do not inflate it"
         ],
     }
+
+
+def paired(
+    with_: list[float], without: list[float], again: list[float]
+) -> tuple[list[float], list[float]]:
+    """Per round: "with" over the mean of its two "without" arms, and the A/A ratio of
+    those two (the noise floor)."""
+    ratios, a_a = [], []
+    for w, o, a in zip(with_, without, again, strict=True):
+        ratios.append(w / ((o + a) / 2))
+        a_a.append(a / o)
+    return ratios, a_a
 
 
 def median_interval(values: list[float]) -> tuple[float, float, float]:

@@ -43,7 +43,7 @@ import time
 from typing import Any
 
 from bench_error import FAILING, SETUP
-from bench_idle import median_interval
+from bench_idle import median_interval, paired
 from common import emit, ms, reps, start_kernel
 
 ROUNDS = reps(60, 12)
@@ -248,10 +248,7 @@ def paired_idle(kernel: Kernel) -> dict[str, Any]:
             arms[name].append(statistics.median(cells))
             if name != "with":
                 kernel.timed(CALLBACKS_BACK)
-    ratios, a_a = [], []
-    for w, o, a in zip(arms["with"], arms["without"], arms["without_again"], strict=True):
-        ratios.append(w / ((o + a) / 2))
-        a_a.append(a / o)
+    ratios, a_a = paired(arms["with"], arms["without"], arms["without_again"])
     ratio, low, high = median_interval(ratios)
     return {
         "idle_paired_rounds": PAIRED_ROUNDS,

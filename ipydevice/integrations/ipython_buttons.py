@@ -115,6 +115,11 @@ class Buttons:
         while len(self.live) > MAX_LIVE_BUTTONS:
             _close(self.live.popitem(last=False)[1][1])
 
+    @property
+    def busy(self) -> bool:
+        """Widgets alive, or set aside for the cell running: the cells' ends look after them."""
+        return bool(self.live or self.spare)
+
     # -- closing -------------------------------------------------------------------------
 
     def new_cell(self, cell_id: str) -> None:

@@ -86,8 +86,8 @@ class CellCallbacks:
             and not self.failed
             and self.headed is None
             and self.deferred is None
-            and (buttons is None or not (buttons.live or buttons.spare))
-            and (warned is None or not (warned.seen or warned.pending or warned.texts))
+            and (buttons is None or not buttons.busy)
+            and (warned is None or not warned.busy)
         )
 
     def unsettle(self) -> None:
@@ -112,7 +112,7 @@ class CellCallbacks:
         if self._buttons is not None and self._buttons.live:
             self._buttons.new_cell(self.cell_id)
         warned = self.device_warnings
-        if warned is not None and (warned.seen or warned.pending or warned.texts):
+        if warned is not None and warned.busy:
             _guarded("warning panel", warned.new_cell)
 
     @property
@@ -131,10 +131,6 @@ class CellCallbacks:
                 raised = True
             if not raised and id(_SYS.get("last_value")) == self.shown_before:
                 return
-        self.finish_cell(result)
-
-    def finish_cell(self, result: Any) -> None:
-        """:meth:`post_run_cell`'s work, then :meth:`settle`."""
         try:
             self._finish_cell(result)
         finally:
@@ -154,7 +150,7 @@ class CellCallbacks:
                     self.diagnose_and_show(exc, headed[1])
                 self.shown_before = id(exc)  # a cell around a nested run_cell: not again
         self.headed = None
-        if self._buttons is not None and (self._buttons.live or self._buttons.spare):
+        if self._buttons is not None and self._buttons.busy:
             self._buttons.after_cell()
         if self.watch:
             self.stage("watch", self.watch_cell, result)

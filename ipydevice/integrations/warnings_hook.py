@@ -184,6 +184,11 @@ class DeviceWarnings:
 
     # -- cells --
 
+    @property
+    def busy(self) -> bool:
+        """This cell has device warnings to look after (seen, kept, or read by an error)."""
+        return bool(self.seen or self.pending or self.texts)
+
     def new_cell(self) -> None:
         """A new cell starts: every message may be reported once again."""
         self.seen.clear()

@@ -268,20 +268,19 @@ def _session(case: Case) -> Iterator[Any]:
 
 def run_case(case: Case) -> Outcome:
     """Runs ``case`` (see module docstring) and records its outcome."""
+    outcome = _run(case)
+    RESULTS[case.id] = outcome
+    return outcome
+
+
+def _run(case: Case) -> Outcome:
     outcome = Outcome(case)
     with _session(case) as session:
         for source in case.cells:
             session.run(source)
-        if case.warns:
-            return _run_warning_case(case, session, outcome)
-        exc = session.error(case.failing)
-        if exc is None:
-            outcome.problem = "the failing cell ran"
-            RESULTS[case.id] = outcome
+        diagnosis = _failing_cell(case, session, outcome)
+        if diagnosis is None:
             return outcome
-        outcome.raised = True
-        diagnosis = session.diagnose(exc)
-        outcome.report = f"{type(exc).__name__}: {str(exc)[:300]}\n{diagnosis}"
         outcome.device_error = diagnosis.is_device_error
         if not case.quiet and diagnosis.is_device_error:
             _score(outcome, diagnosis)
@@ -289,28 +288,28 @@ def run_case(case: Case) -> Outcome:
         outcome.fix_ok, outcome.problem = _first_fix_runs(case, diagnosis.fixes[0])
     elif not case.quiet:
         outcome.problem = "no fix"
-    RESULTS[case.id] = outcome
     return outcome
 
 
-def _run_warning_case(case: Case, session: Any, outcome: Outcome) -> Outcome:
-    """A ``warns`` case: the cell runs, and its first device warning is diagnosed."""
-    exc, shown = session.warned(case.failing)
-    if exc is not None or not shown:
-        outcome.problem = f"the cell raised {exc!r}" if exc is not None else "no device warning"
-        RESULTS[case.id] = outcome
-        return outcome
-    diagnosis = shown[0]
-    outcome.report = str(diagnosis)
-    outcome.device_error = diagnosis.is_device_error
-    if diagnosis.is_device_error:
-        _score(outcome, diagnosis)
-    if diagnosis.is_device_error and diagnosis.fixes:
-        outcome.fix_ok, outcome.problem = _first_fix_runs(case, diagnosis.fixes[0])
-    else:
-        outcome.problem = "no fix"
-    RESULTS[case.id] = outcome
-    return outcome
+def _failing_cell(case: Case, session: Any, outcome: Outcome) -> Diagnosis | None:
+    """Runs the case's cell: the diagnosis of its error or, in a ``warns`` case, of its
+    first device warning (the cell must then run); None, with the problem noted, when
+    the cell did not do what the case says."""
+    if case.warns:
+        exc, shown = session.warned(case.failing)
+        if exc is not None or not shown:
+            outcome.problem = f"the cell raised {exc!r}" if exc else "no device warning"
+            return None
+        outcome.report = str(shown[0])
+        return shown[0]
+    exc = session.error(case.failing)
+    if exc is None:
+        outcome.problem = "the failing cell ran"
+        return None
+    outcome.raised = True
+    diagnosis = session.diagnose(exc)
+    outcome.report = f"{type(exc).__name__}: {str(exc)[:300]}\n{diagnosis}"
+    return diagnosis
 
 
 def _score(outcome: Outcome, diagnosis: Diagnosis) -> None:
