@@ -135,7 +135,7 @@ class Stages:
     """One pass of ipydevice's work on an exception, each stage timed."""
 
     def __init__(self, shell: Any) -> None:
-        from ipydevice.diagnosis import engine
+        from ipydevice.pipeline import engine
         from ipydevice.render.widget import build_panel, view_bundle
 
         self.shell, self.engine = shell, engine
@@ -310,7 +310,7 @@ def exc_for_profile(shell: Any) -> BaseException:
 def profile(shell: Any, exc: BaseException, top: int = 14) -> list[str]:
     """cProfile of ``engine.diagnose`` + renderers + widget (5 runs): the top
     entries by own time, then ipydevice's functions by cumulative time."""
-    from ipydevice.diagnosis import engine
+    from ipydevice.pipeline import engine
     from ipydevice.render.widget import build_panel, view_bundle
 
     profiler = cProfile.Profile()

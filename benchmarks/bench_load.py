@@ -23,7 +23,7 @@ import tempfile
 
 from common import ROOT, emit, median, reps
 
-HEAVY = ("torch", "pandas", "ipywidgets", "numpy", "anywidget", "ipydevice.diagnosis.engine")
+HEAVY = ("torch", "pandas", "ipywidgets", "numpy", "anywidget", "ipydevice.pipeline.engine")
 GOAL_MS = 5.0
 
 CHILD = r"""

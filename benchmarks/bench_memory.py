@@ -67,7 +67,7 @@ def child() -> dict:
     import torch
     from cells import Notebook
 
-    from ipydevice.diagnosis import engine
+    from ipydevice.pipeline import engine
     from ipydevice.render.widget import build_panel
 
     nb = Notebook()

@@ -105,7 +105,7 @@ def failing(shell: Any, cell: str) -> BaseException:
 
 def measure(shell: Any, exc: BaseException, rounds: int) -> dict[str, float]:
     """Median handler and stock-traceback times (ms) for ``exc``, interleaved."""
-    from ipydevice.diagnosis import engine
+    from ipydevice.pipeline import engine
 
     namespace = shell.user_ns
     tb = exc.__traceback__

@@ -58,8 +58,7 @@ __all__ = [
 pytest_plugins = ["ipydevice.integrations.pytest_plugin"]
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ipydevice.collect.inventory import Inventory
-    from ipydevice.model import Diagnosis, Finding, Fix, Problem, Step
+    from ipydevice.model import Diagnosis, Finding, Fix, Inventory, Problem, Step
     from ipydevice.plugins import AuditContext
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -90,15 +89,15 @@ def override(**changes: Any) -> AbstractContextManager[Settings]:
 
 
 def diagnose(exc: BaseException | None = None, *, namespace: Any = None) -> Diagnosis:
-    """Explains a device error. See :func:`ipydevice.diagnosis.engine.diagnose`."""
-    from ipydevice.diagnosis.engine import diagnose as _diagnose
+    """Explains a device error. See :func:`ipydevice.pipeline.engine.diagnose`."""
+    from ipydevice.pipeline.engine import diagnose as _diagnose
 
     return _diagnose(exc, namespace=namespace)
 
 
 def inventory(namespace: Any = None, names: Any = None) -> Inventory:
-    """Where everything in a namespace lives. See :func:`ipydevice.collect.inventory.inventory`."""
-    from ipydevice.collect.inventory import inventory as _inventory
+    """Where everything in a namespace lives. See :func:`ipydevice.pipeline.inventory.inventory`."""
+    from ipydevice.pipeline.inventory import inventory as _inventory
 
     return _inventory(namespace, names=names)
 
@@ -184,7 +183,7 @@ def unload_ipython_extension(ipython: Any) -> None:
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("Diagnosis", "Finding", "Fix", "Problem", "Step"):
+    if name in ("Diagnosis", "Finding", "Fix", "Inventory", "Problem", "Step"):
         from ipydevice import fixes, model, render  # the records' views and apply
 
         del fixes, render
@@ -194,8 +193,4 @@ def __getattr__(name: str) -> Any:
         from ipydevice.plugins import AuditContext
 
         return AuditContext
-    if name == "Inventory":
-        from ipydevice.collect.inventory import Inventory
-
-        return Inventory
     raise AttributeError(f"module 'ipydevice' has no attribute {name!r}")

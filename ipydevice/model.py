@@ -27,6 +27,7 @@ __all__ = [
     "Finding",
     "Fix",
     "FrameSummary",
+    "Inventory",
     "ObjectRecord",
     "Problem",
     "Scope",
@@ -57,9 +58,20 @@ OPTIMIZER_STATE: Action = "optimizer_state"
 Scope = Literal["namespace", "cell", "source"]
 
 #: What a record delegates: ``text``, ``html``, ``table`` and ``headline`` of a
-#: :class:`Diagnosis` (filled by :mod:`ipydevice.render`), ``apply`` of a
-#: :class:`Fix` (filled by :mod:`ipydevice.fixes.apply`).
-View = Literal["text", "html", "table", "headline", "apply"]
+#: :class:`Diagnosis` and the ``inventory_*`` views of an :class:`Inventory` (filled
+#: by :mod:`ipydevice.render`), ``apply`` of a :class:`Fix` (filled by
+#: :mod:`ipydevice.fixes.apply`).
+View = Literal[
+    "text",
+    "html",
+    "table",
+    "headline",
+    "apply",
+    "inventory_text",
+    "inventory_html",
+    "inventory_table",
+    "inventory_bundle",
+]
 
 _VIEWS: dict[str, Callable[..., Any]] = {}
 
@@ -371,3 +383,58 @@ class Diagnosis:
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
         return {"text/plain": str(self), "text/html": self._repr_html_()}
+
+
+@dataclass(frozen=True, slots=True)
+class Inventory:
+    """Where everything lives. See :func:`ipydevice.inventory`.
+
+    Attributes:
+        records: one row per object (per submodule or item for ``names=``).
+        totals: per device, the tensors counted once each and their bytes.
+        problems: findings with the object, its device and what is wrong.
+        notes: truncation and caveats.
+        names: the names inspected in depth, when ``names=`` was given.
+    """
+
+    records: tuple[ObjectRecord, ...] = ()
+    totals: tuple[DeviceShare, ...] = ()
+    problems: tuple[Finding, ...] = ()
+    notes: tuple[str, ...] = ()
+    names: tuple[str, ...] = ()
+
+    def by_device(self) -> dict[str, list[ObjectRecord]]:
+        """Rows grouped by device (``mixed`` for objects spanning several)."""
+        groups: dict[str, list[ObjectRecord]] = {}
+        for record in self.records:
+            groups.setdefault(record.device or "-", []).append(record)
+        return groups
+
+    def table(self, breakdown: bool = False) -> Any:
+        """The rows as a pandas DataFrame: one row per object, missing values as
+        ``pd.NA``, shapes as tuples. ``breakdown=True``: one row per object and
+        device, with the count of tensors and their bytes (a long table)."""
+        return _view("inventory_table")(self, breakdown)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain-dict form (JSON-ready)."""
+        return asdict(self)
+
+    def __str__(self) -> str:
+        return str(_view("inventory_text")(self))
+
+    def __repr__(self) -> str:
+        devices = ", ".join(f"{t.device} ×{t.count}" for t in self.totals)
+        objects, problems = len(self.records), len(self.problems)
+        return (
+            f"<Inventory {objects} object{'s' * (objects != 1)} ({devices});"
+            f" {problems} problem{'s' * (problems != 1)}>"
+        )
+
+    def _repr_html_(self) -> str:
+        return str(_view("inventory_html")(self))
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+        """Text and HTML; a renderer's failure shows as one line in its place
+        (IPython would print a traceback per failing mime type)."""
+        return dict(_view("inventory_bundle")(self))

@@ -28,12 +28,12 @@ Registries, for code that knows things ipydevice cannot:
   ``offending`` and ``expected`` (devices), ``op`` and ``argument`` are read when
   present; otherwise the devices are those the message mentions.
 * :func:`family` — a whole kind of device error of your own, as one
-  :class:`~ipydevice.diagnosis.family.Family`: its wordings, summary, advice, how
+  :class:`~ipydevice.family.Family`: its wordings, summary, advice, how
   it chooses the target device, its cell fix and the objects whose audits explain
   it. ipydevice's own families (:mod:`ipydevice.diagnosis.families`) are
   registered the same way, and :func:`families` lists them all::
 
-      from ipydevice.diagnosis.family import Family, wording
+      from ipydevice.family import Family, wording
 
       ipydevice.plugins.family(Family(
           "flash_attention", "a FlashAttention kernel got tensors on two devices",
@@ -74,7 +74,7 @@ from typing import Any, TypeVar, get_args
 
 from ipydevice import registry as _registry
 from ipydevice._debug import contain, failure_line
-from ipydevice.diagnosis.family import Family, Wording
+from ipydevice.family import Family, Wording
 from ipydevice.model import Action, Finding, Fix, Problem, Step
 
 __all__ = [

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ipydevice.diagnosis.family import Family, Wording
+from ipydevice.family import Family, Wording
 
 __all__ = [
     "Audit",

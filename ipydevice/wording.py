@@ -12,7 +12,7 @@ import threading
 import unicodedata
 from typing import Any, TypeVar
 
-__all__ = ["plural", "visible", "visible_fields"]
+__all__ = ["format_bytes", "plural", "visible", "visible_fields"]
 
 T = TypeVar("T")
 
@@ -140,3 +140,13 @@ def _plain(value: Any) -> bool:
 
 #: The init fields of each record class met, by class.
 _FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def format_bytes(nbytes: int) -> str:
+    """``1.5 GB`` style, decimal units as PyTorch users read memory."""
+    value = float(nbytes)
+    for unit in ("B", "kB", "MB", "GB", "TB"):
+        if value < 1000 or unit == "TB":
+            return f"{int(value)} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1000
+    return f"{nbytes} B"  # pragma: no cover

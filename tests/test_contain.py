@@ -147,11 +147,11 @@ def test_diagnose_reports_an_escaped_failure_in_one_note(
     monkeypatch: pytest.MonkeyPatch, raiser: Any
 ) -> None:
     nb, exc = hostile_error()
-    monkeypatch.setattr("ipydevice.diagnosis.engine.analyse_named", raiser)
+    monkeypatch.setattr("ipydevice.pipeline.engine.analyse_named", raiser)
     d = ipydevice.diagnose(exc, namespace=nb.ns)
     assert d.is_device_error and len(d.notes) == 1
     assert d.notes[0].startswith("ipydevice: diagnosis failed (")
-    monkeypatch.setattr("ipydevice.diagnosis.engine.recognise_exception", raiser)
+    monkeypatch.setattr("ipydevice.pipeline.engine.recognise_exception", raiser)
     d = ipydevice.diagnose(exc, namespace=nb.ns)
     assert not d.is_device_error and d.notes[0].startswith("ipydevice: diagnosis failed (")
 

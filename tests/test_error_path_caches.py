@@ -8,8 +8,8 @@ import dataclasses
 import gc
 
 from ipydevice import wording
-from ipydevice.collect.frames import file_tree
-from ipydevice.fixes.treefacts import tree_facts
+from ipydevice.code.statements import file_tree
+from ipydevice.code.treefacts import tree_facts
 
 CELL = """\
 import torch
@@ -70,7 +70,7 @@ def test_tree_facts_are_what_a_walk_finds() -> None:
 
 
 def test_tree_facts_go_with_their_tree() -> None:
-    from ipydevice.fixes import treefacts
+    from ipydevice.code import treefacts
 
     tree = ast.parse("x = y + 1\n")
     tree_facts(tree)
@@ -121,13 +121,13 @@ out = self.q_proj.weight @ x.T + a.b[c].d - (e + f).g + h[0].i.j + k().l + m["n"
 
 
 def test_a_chain_is_written_as_unparse_writes_it() -> None:
-    from ipydevice.collect.frames import _text
+    from ipydevice.collect.frames import chain_text
 
     tree = ast.parse(CELL + CHAINS)
     chains = [n for n in ast.walk(tree) if isinstance(n, (ast.Name, ast.Attribute, ast.Subscript))]
     assert len(chains) > 40
     for node in chains:
-        assert _text(node) == ast.unparse(node)
+        assert chain_text(node) == ast.unparse(node)
 
 
 def test_a_statement_copy_is_the_statement() -> None:
@@ -146,15 +146,17 @@ def test_a_statement_copy_is_the_statement() -> None:
 
 
 def test_a_statement_is_walked_once_and_the_facts_kept_are_bounded() -> None:
-    from ipydevice.collect import frames
+    from ipydevice.code import statements
 
     tree = ast.parse("out = model(batch['x']) + scheduler.add_noise(clean, noise)[idx]\n")
     stmt = tree.body[0]
-    chains = frames._per_statement(frames.load_chains, stmt)
-    assert frames._per_statement(frames.load_chains, stmt) is chains  # read once
-    assert [frames._text(n) for n in chains] == [frames._text(n) for n in frames.load_chains(stmt)]
-    assert frames._per_statement(frames._receivers, stmt) == {"scheduler"}
-    assert frames._per_statement(frames._index_nodes, stmt) == frames._index_nodes(stmt)
-    for index in range(frames._MAX_STATEMENTS + 10):
-        frames._per_statement(frames.load_chains, ast.parse(f"y{index} = x\n").body[0])
-    assert len(frames._STATEMENT_FACTS) <= frames._MAX_STATEMENTS
+    chains = statements.per_statement(statements.load_chains, stmt)
+    assert statements.per_statement(statements.load_chains, stmt) is chains  # read once
+    assert [statements.chain_text(n) for n in chains] == [
+        statements.chain_text(n) for n in statements.load_chains(stmt)
+    ]
+    assert statements.per_statement(statements.receivers, stmt) == {"scheduler"}
+    assert statements.per_statement(statements.index_nodes, stmt) == statements.index_nodes(stmt)
+    for index in range(statements._MAX_STATEMENTS + 10):
+        statements.per_statement(statements.load_chains, ast.parse(f"y{index} = x\n").body[0])
+    assert len(statements._STATEMENT_FACTS) <= statements._MAX_STATEMENTS

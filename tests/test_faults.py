@@ -118,8 +118,8 @@ def _multiline(*args: Any, **kwargs: Any) -> Any:
 
 #: stage -> (what to break, needs a kernel for the stage to run)
 HOOK_STAGES: dict[str, tuple[str, bool]] = {
-    "recognition": ("ipydevice.diagnosis.engine.recognise_exception", False),
-    "diagnosis": ("ipydevice.diagnosis.engine.diagnose", False),
+    "recognition": ("ipydevice.pipeline.engine.recognise_exception", False),
+    "diagnosis": ("ipydevice.pipeline.engine.diagnose", False),
     "rendering": ("ipydevice.render.text.render_diagnosis", False),
     "rendering_html": ("ipydevice.render.html.render_diagnosis_html", False),
     "widget": ("ipydevice.render.widget.build_panel", True),
@@ -171,7 +171,7 @@ def test_the_notice_is_one_line_whatever_the_failure_says(
     ip: InteractiveShell, monkeypatch: pytest.MonkeyPatch, raiser: Any
 ) -> None:
     with monkeypatch.context() as patch:
-        patch.setattr("ipydevice.diagnosis.engine.diagnose", raiser)
+        patch.setattr("ipydevice.pipeline.engine.diagnose", raiser)
         cap, result = run(ip, MISMATCH)
         assert_users_traceback_and_one_line(cap, result, "diagnosis")
     assert_panel_works(ip)
@@ -183,7 +183,7 @@ def test_a_failing_diagnosis_inside_the_engine_degrades_to_a_panel(
     # A failure after recognition, inside engine.diagnose's own guard (here the
     # fixes): the panel still shows, with what was known, and a note.
     with monkeypatch.context() as patch:
-        patch.setattr("ipydevice.diagnosis.engine.propose_fixes", _boom)
+        patch.setattr("ipydevice.pipeline.engine.propose_fixes", _boom)
         cap, result = run(ip, MISMATCH)
         assert isinstance(result.error_in_exec, RuntimeError)
         assert cap.stdout.count(USER_TEXT) == 1
@@ -233,7 +233,7 @@ def test_a_keyboard_interrupt_during_the_diagnosis_keeps_the_traceback(
         raise KeyboardInterrupt
 
     with monkeypatch.context() as patch:
-        patch.setattr("ipydevice.diagnosis.engine.diagnose", interrupt)
+        patch.setattr("ipydevice.pipeline.engine.diagnose", interrupt)
         with capture_output() as cap:
             try:
                 result = ip.run_cell(MISMATCH)
@@ -361,9 +361,9 @@ def _walk(widget: Any) -> Iterator[Any]:
 # -- %devices --------------------------------------------------------------------------
 
 DEVICES_FAULTS = {
-    "inventory": ("ipydevice.collect.inventory.inventory", ""),
-    "inventory_in_depth": ("ipydevice.collect.inventory.inventory", "model"),
-    "last_diagnosis": ("ipydevice.diagnosis.engine.diagnose", "--last"),
+    "inventory": ("ipydevice.pipeline.inventory.inventory", ""),
+    "inventory_in_depth": ("ipydevice.pipeline.inventory.inventory", "model"),
+    "last_diagnosis": ("ipydevice.pipeline.engine.diagnose", "--last"),
 }
 
 
@@ -412,7 +412,7 @@ def test_devices_keeps_working_after_a_failure(
     ip: InteractiveShell, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with monkeypatch.context() as patch:
-        patch.setattr("ipydevice.collect.inventory.inventory", _boom)
+        patch.setattr("ipydevice.pipeline.inventory.inventory", _boom)
         run(ip, "%devices")
     inv = ip.run_line_magic("devices", "")
     assert {"model", "x"} <= {r.name for r in inv.records}

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ipydevice.collect.frames import iter_statements, statement_at
+from ipydevice.code.statements import iter_statements, statement_at
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = sorted([*ROOT.glob("ipydevice/**/*.py"), *ROOT.glob("tests/*.py")])

@@ -31,9 +31,8 @@ from shells import panels, run, run_captured, singleton_shell
 
 import ipydevice
 from ipydevice import settings
-from ipydevice.collect.inventory import Inventory
 from ipydevice.integrations import ipython as ext
-from ipydevice.model import Diagnosis
+from ipydevice.model import Diagnosis, Inventory
 
 SETUP = "import torch\nmodel = torch.nn.Linear(4, 2).to('meta')\nx = torch.randn(3, 4)"
 MISMATCH = "model(x)"
@@ -204,7 +203,7 @@ def test_in_a_kernel_the_header_comes_before_the_traceback(kernel_ip: Interactiv
         order.append("header" if "ipydevice-header" in data.get("text/html", "") else "display")
         publish(self, data, *args, **kwargs)
 
-    from ipydevice.diagnosis import engine
+    from ipydevice.pipeline import engine
 
     diagnose = engine.diagnose
 
@@ -232,7 +231,7 @@ def test_in_a_kernel_the_header_comes_before_the_traceback(kernel_ip: Interactiv
 def test_one_diagnosis_for_the_header_and_the_panel(
     kernel_ip: InteractiveShell, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from ipydevice.diagnosis import engine
+    from ipydevice.pipeline import engine
 
     calls: list[BaseException] = []
     diagnose = engine.diagnose
@@ -605,7 +604,7 @@ shell.run_line_magic("unload_ext", "ipydevice")
 start = time.process_time()
 shell.run_line_magic("load_ext", "ipydevice")
 again = time.process_time() - start
-heavy = [m for m in ("torch", "pandas", "ipywidgets", "numpy", "ipydevice.diagnosis.engine") if m in sys.modules]
+heavy = [m for m in ("torch", "pandas", "ipywidgets", "numpy", "ipydevice.pipeline.engine") if m in sys.modules]
 print(json.dumps({"first_ms": first * 1000, "again_ms": again * 1000, "imported": heavy}))
 """
 
@@ -664,7 +663,7 @@ from IPython.utils.capture import capture_output
 shell = InteractiveShell.instance()
 shell.kernel = object()  # a kernel's shell: the buttons are built
 shell.run_line_magic("load_ext", "ipydevice")
-HEAVY = ("torch", "ipywidgets", "anywidget", "ipydevice.diagnosis.engine")
+HEAVY = ("torch", "ipywidgets", "anywidget", "ipydevice.pipeline.engine")
 found = {"loaded": [m for m in HEAVY if m in sys.modules]}
 shell.run_cell("y = 1")
 found["plain_cell"] = [m for m in HEAVY if m in sys.modules]
@@ -714,8 +713,8 @@ def _raise(*args: Any, **kwargs: Any) -> Any:
 
 
 STAGES = {
-    "recognition": ("ipydevice.diagnosis.engine.recognise_exception", False),
-    "diagnosis": ("ipydevice.diagnosis.engine.diagnose", False),
+    "recognition": ("ipydevice.pipeline.engine.recognise_exception", False),
+    "diagnosis": ("ipydevice.pipeline.engine.diagnose", False),
     "rendering": ("ipydevice.render.text.render_diagnosis", False),
     "display": ("IPython.display.display", False),
     "widget": ("ipydevice.render.widget.build_panel", True),

@@ -16,8 +16,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ipydevice import registry
-from ipydevice.diagnosis import devices, families, family
+from ipydevice import family, registry
+from ipydevice.diagnosis import devices, families
 from ipydevice.diagnosis import recognise as messages
 from ipydevice.diagnosis.recognise import (
     FAMILIES,

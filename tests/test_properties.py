@@ -33,9 +33,9 @@ from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 import ipydevice
-from ipydevice.collect import inventory as census
 from ipydevice.collect.scan import SKIP_NAMES
 from ipydevice.model import Diagnosis, Fix
+from ipydevice.pipeline import inventory as census
 from ipydevice.wording import visible
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")

@@ -13,13 +13,13 @@ import pytest
 from cells import Notebook
 
 import ipydevice
-from ipydevice.collect.inventory import Inventory
 from ipydevice.model import (
     DeviceShare,
     Diagnosis,
     Finding,
     Fix,
     FrameSummary,
+    Inventory,
     ObjectRecord,
     Snapshot,
 )

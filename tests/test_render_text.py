@@ -14,7 +14,6 @@ import pytest
 from cells import Notebook
 
 import ipydevice
-from ipydevice.collect.inventory import Inventory
 from ipydevice.integrations import demo
 from ipydevice.model import (
     DeviceShare,
@@ -22,6 +21,7 @@ from ipydevice.model import (
     Finding,
     Fix,
     FrameSummary,
+    Inventory,
     ObjectRecord,
     Snapshot,
     Step,

@@ -222,7 +222,7 @@ def test_a_rewritten_line_drops_a_comment_that_now_contradicts_it(
 
 
 def test_other_comments_stay() -> None:
-    from ipydevice.fixes.rewrite import drop_device_comments
+    from ipydevice.code.rewrite import drop_device_comments
 
     lines = ["a = f(1)  # the batch\n", "# on the GPU below\n", "b = g()  # runs on cuda\n"]
     assert drop_device_comments(lines, 1, 3) == [

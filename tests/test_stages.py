@@ -134,7 +134,8 @@ def test_html_rendering_escapes_everything() -> None:
 def test_the_stages_need_no_ipython() -> None:
     code = (
         "import sys, ipydevice\n"
-        "from ipydevice.diagnosis import engine, culprits\n"
+        "from ipydevice.pipeline import engine\n"
+        "from ipydevice.diagnosis import culprits\n"
         "from ipydevice.fixes import propose\n"
         "from ipydevice.render import html, text\n"
         "assert 'IPython' not in sys.modules, 'a stage imported IPython'\n"

@@ -21,7 +21,7 @@ def test_the_warm_up_ends_with_a_full_collection(monkeypatch: pytest.MonkeyPatch
 
 def test_the_warm_up_diagnoses_only_its_sample(monkeypatch: pytest.MonkeyPatch) -> None:
     """Nothing of the user's is read: the sample is diagnosed with an empty namespace."""
-    from ipydevice.diagnosis import engine
+    from ipydevice.pipeline import engine
 
     seen: list[tuple[BaseException, object]] = []
     diagnose = engine.diagnose

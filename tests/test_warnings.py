@@ -29,10 +29,10 @@ from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import CapturedIO, capture_output
 from shells import panels, run, singleton_shell
 
-from ipydevice.diagnosis import live_warning
 from ipydevice.diagnosis.recognise import recognise
 from ipydevice.integrations import ipython as ext
 from ipydevice.integrations import warnings_hook
+from ipydevice.pipeline import live_warning
 
 GENERATE = (
     "You are calling .generate() with the `input_ids` being on a device type different than "
@@ -509,7 +509,7 @@ def test_loading_does_not_import_the_engine_or_torch() -> None:
         "import sys\nfrom IPython.core.interactiveshell import InteractiveShell\n"
         "ip = InteractiveShell.instance()\nip.run_line_magic('load_ext', 'ipydevice')\n"
         "import warnings\nwarnings.warn('an ordinary warning')\n"
-        "print(sorted(m for m in ('torch', 'ipydevice.diagnosis.engine', 'ipydevice.diagnosis.recognise') if m in sys.modules))"
+        "print(sorted(m for m in ('torch', 'ipydevice.pipeline.engine', 'ipydevice.diagnosis.recognise') if m in sys.modules))"
     )
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True

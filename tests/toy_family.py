@@ -12,9 +12,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from ipydevice import plugins
-from ipydevice.diagnosis.family import Family, MessageFacts, wording
-from ipydevice.fixes.cell import Cell, calls_in, cell_result
-from ipydevice.fixes.rewrite import replace_span, segment
+from ipydevice.code.rewrite import replace_span, segment
+from ipydevice.collect.cell import Cell, calls_in, cell_result
+from ipydevice.family import Family, MessageFacts, wording
 from ipydevice.model import Fix
 
 ID = "toy_kernel"

@@ -1,7 +1,7 @@
 """The audits that explain a device error, for the error panel: the model's and the
 failing module's (what sits off the target, layers ``.to()`` cannot see), the
 optimizers' behind culprits, the namespace's objects of the classes the error's
-family names (:attr:`~ipydevice.diagnosis.family.Family.audited`), and the
+family names (:attr:`~ipydevice.family.Family.audited`), and the
 registered audits (:func:`ipydevice.audit`) over the model, the failing module
 and the culprits.
 """
@@ -24,7 +24,7 @@ from ipydevice.audits.checkup import (
 from ipydevice.collect import probe
 from ipydevice.collect.scan import Entry, Scan
 from ipydevice.diagnosis.culprits import Analysis
-from ipydevice.diagnosis.family import MessageFacts
+from ipydevice.family import MessageFacts
 from ipydevice.model import Finding, Fix
 
 __all__ = ["explaining_audits", "family_causes"]

@@ -19,7 +19,7 @@ from ipydevice.collect.paths import format_path
 from ipydevice.collect.scan import Entry
 from ipydevice.diagnosis.culprits import same_device
 from ipydevice.model import Finding, Fix, Problem, Step
-from ipydevice.render.text import plural
+from ipydevice.wording import plural
 
 __all__ = ["AUDIT", "module_problems"]
 

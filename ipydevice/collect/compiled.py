@@ -43,18 +43,16 @@ from types import TracebackType
 from typing import Any, NamedTuple
 
 from ipydevice._debug import contain, debug_enabled
+from ipydevice.code.cells import cell_number, is_generated_source, source_location
+from ipydevice.code.rewrite import char_col, parses, replace_span, segment
 from ipydevice.collect import probe
 from ipydevice.collect.frames import (
     FrameView,
-    cell_number,
     failing_statement,
-    is_generated_source,
     is_user_file,
     safe_value,
-    source_location,
     walk_frames,
 )
-from ipydevice.fixes.rewrite import char_col, parses, replace_span, segment
 from ipydevice.model import Fix, FrameSummary
 
 __all__ = [
@@ -219,7 +217,7 @@ def rewritten_fix(
             lineno=1,
             end_lineno=len(lines),
         )
-    from ipydevice.collect.frames import source_location
+    from ipydevice.code.cells import source_location
 
     start = 0
     while start < min(len(lines), len(rewritten)) and lines[start] == rewritten[start]:

@@ -8,7 +8,7 @@ moves, once. Read from the function's source and its frame only (no code
 runs): the statement that last assigned the local before the failing line,
 and the tensors that statement reads (names and attribute or constant-key
 chains). Exactly one of them on the local's device makes the source. Part of
-the naming stage (:func:`ipydevice.diagnosis.engine.name_in_depth`).
+the naming stage (:func:`ipydevice.pipeline.engine.name_in_depth`).
 """
 
 from __future__ import annotations
@@ -18,8 +18,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from ipydevice._debug import contain
+from ipydevice.code.statements import iter_statements
 from ipydevice.collect import probe
-from ipydevice.collect.frames import FrameView, frame_tree, iter_statements, safe_value
+from ipydevice.collect.frames import FrameView, frame_tree, safe_value
 from ipydevice.collect.owners import take_over
 from ipydevice.collect.scan import Entry, Scan
 from ipydevice.collect.wrapped import is_wrapped

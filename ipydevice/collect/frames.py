@@ -20,31 +20,34 @@ import functools
 import inspect
 import linecache
 import os
-import sys
 import sysconfig
 import types
 from collections import UserDict
-from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from types import FrameType, TracebackType
 from typing import Any
 
 from ipydevice._debug import contain
+from ipydevice.code.cells import cell_number, is_cell_file
+from ipydevice.code.statements import (
+    chain_text,
+    index_nodes,
+    load_chains,
+    parse_block,
+    per_statement,
+    receivers,
+    statement_at,
+)
 from ipydevice.collect import probe
 from ipydevice.collect.holders.base import own_attribute
 from ipydevice.model import FrameSummary
 
 __all__ = [
     "FrameView",
-    "bound_names",
-    "cell_number",
-    "is_cell_file",
-    "is_generated_source",
     "is_top_level",
     "is_user_file",
     "line_operands",
     "method_receivers",
-    "source_location",
     "walk_frames",
 ]
 
@@ -148,51 +151,12 @@ def _qualname(frame: FrameType) -> str:
     return qualname.replace(".<locals>", "")
 
 
-def cell_number(filename: str) -> int | None:
-    """The ``In [n]`` number IPython gave the cell compiled as ``filename``.
-
-    ipykernel names cells ``/tmp/ipykernel_<pid>/<hash>.py``; IPython's compiler
-    keeps the map. IPython is only looked up when already imported.
-    """
-    ipython = sys.modules.get("IPython")
-    if ipython is None:
-        return None
-    try:
-        shell = ipython.get_ipython()
-        found = getattr(getattr(shell, "compile", None), "_filename_map", {}).get(filename)
-    except BaseException as caught:
-        contain(caught)
-        return None
-    return found if isinstance(found, int) and not isinstance(found, bool) else None
-
-
-def source_location(filename: str, lineno: int) -> str:
-    """``In [3], line 5`` for a notebook cell, ``train.py:5`` for a file."""
-    number = cell_number(filename) if is_cell_file(filename) else None
-    if number is not None:
-        return f"In [{number}], line {lineno}"
-    label = filename if filename.startswith("<") else filename.rsplit("/", 1)[-1]
-    return f"{label}:{lineno}"
-
-
 def _frame_local(frame: FrameType, name: str) -> Any:
     try:
         return frame.f_locals.get(name)
     except BaseException as caught:
         contain(caught)
         return None
-
-
-def is_cell_file(filename: str) -> bool:
-    """A notebook or IPython cell's pseudo-file (``<ipython-input-3-…>``, ipykernel's
-    ``/tmp/ipykernel_…/….py``): its text is in ``linecache``, not on disk."""
-    return filename.startswith("<ipython-input") or "ipykernel_" in filename
-
-
-def is_generated_source(filename: str) -> bool:
-    """Source that is no file to edit: a cell (:func:`is_cell_file`) or any other
-    ``<...>`` text (``exec``, ``%%timeit``'s template, a nested ``run_cell``)."""
-    return filename.startswith("<") or "ipykernel_" in filename
 
 
 @functools.lru_cache(maxsize=1)
@@ -226,98 +190,13 @@ def frame_tree(view: FrameView) -> tuple[ast.AST, int] | None:
     """The parsed source of the frame's function (or cell) and its line offset."""
     code = view.frame.f_code
     if view.source is not None:  # a wrapper's text: the whole of it runs as one block
-        return _parse_block(code.co_filename, 1, True, len(view.source), view.source)
+        return parse_block(code.co_filename, 1, True, len(view.source), view.source)
     lines = linecache.getlines(code.co_filename, view.frame.f_globals)
     if not lines:
         return None
-    return _parse_block(
+    return parse_block(
         code.co_filename, code.co_firstlineno, view.is_module_level, len(lines), tuple(lines)
     )
-
-
-def file_tree(filename: str, lines: Sequence[str]) -> ast.AST | None:
-    """The whole of a file's (or a cell's) ``lines``, parsed once per text: the same
-    cache as :func:`frame_tree`'s (a cell's top level is parsed whole too)."""
-    parsed = _parse_block(filename, 1, True, len(lines), tuple(lines))
-    return parsed[0] if parsed is not None else None
-
-
-@functools.lru_cache(maxsize=256)
-def _parse_block(
-    filename: str, first: int, whole: bool, count: int, lines: tuple[str, ...]
-) -> tuple[ast.AST, int] | None:
-    try:
-        if whole:
-            return ast.parse("".join(lines)), 0
-        block = inspect.getblock(list(lines[first - 1 :]))
-        text = "".join(block)
-        if text[:1] in (" ", "\t"):
-            # Keep the real columns (so edits land in the file as it is): parse the
-            # indented block under a dummy ``if`` instead of dedenting it.
-            return ast.parse("if 1:\n" + text), first - 2
-        return ast.parse(text), first - 1
-    except (SyntaxError, ValueError, IndexError, TypeError):
-        return None
-
-
-def statement_at(tree: ast.AST, lineno: int) -> ast.stmt | None:
-    """The innermost statement spanning ``lineno`` (of two on one line, the last).
-
-    Descends through the statements that span the line only: expressions are
-    never visited, so a long function costs what its nesting does."""
-    best: ast.stmt | None = None
-    level = _child_statements(tree)
-    while level:
-        spanning = [s for s in level if s.lineno <= lineno <= (s.end_lineno or s.lineno)]
-        if not spanning:
-            break
-        best = spanning[-1]
-        level = _child_statements(best)
-    return best
-
-
-def iter_statements(tree: ast.AST) -> Iterator[ast.stmt]:
-    """Every statement in ``tree``, outer before inner, without visiting expressions
-    (what ``ast.walk`` spends most of its time on)."""
-    stack = list(reversed(_child_statements(tree)))
-    while stack:
-        node = stack.pop()
-        yield node
-        stack.extend(reversed(_child_statements(node)))
-
-
-def _child_statements(node: ast.AST) -> list[ast.stmt]:
-    """The statements directly inside ``node``: its bodies, ``else``, ``finally``,
-    and the bodies of its ``except`` handlers and ``case`` clauses."""
-    out: list[ast.stmt] = []
-    for field in _BODY_FIELDS:
-        items = getattr(node, field, None)
-        if type(items) is not list:
-            continue
-        for item in items:
-            if isinstance(item, ast.stmt):
-                out.append(item)
-            elif isinstance(item, (ast.ExceptHandler, ast.match_case)):
-                out.extend(s for s in item.body if isinstance(s, ast.stmt))
-    return out
-
-
-_BODY_FIELDS = ("body", "handlers", "cases", "orelse", "finalbody")
-
-
-def header_nodes(stmt: ast.stmt) -> list[ast.AST]:
-    """The parts of a statement that run on its own line (not a compound's body)."""
-    if isinstance(stmt, (ast.For, ast.AsyncFor)):
-        return [stmt.target, stmt.iter]
-    if isinstance(stmt, (ast.While, ast.If)):
-        return [stmt.test]
-    if isinstance(stmt, (ast.With, ast.AsyncWith)):
-        return list(stmt.items)
-    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-        return list(stmt.decorator_list)
-    if isinstance(stmt, ast.Try):
-        return []
-    return [stmt]
 
 
 def failing_statement(view: FrameView) -> tuple[ast.stmt, int] | None:
@@ -340,33 +219,12 @@ def line_operands(view: FrameView) -> list[tuple[str, Any, bool]]:
         return []
     stmt, _ = found
     out: list[tuple[str, Any, bool]] = []
-    index_nodes = _per_statement(_index_nodes, stmt)
-    for node in _per_statement(load_chains, stmt):
+    indexed = per_statement(index_nodes, stmt)
+    for node in per_statement(load_chains, stmt):
         resolved = resolvable_prefix(node, view.frame)
         if resolved is not None:
             chain, value = resolved
-            out.append((_text(chain), value, id(node) in index_nodes))
-    return out
-
-
-def load_chains(stmt: ast.stmt) -> list[ast.expr]:
-    """The names and chains a statement's own line reads (``batch['x']`` whole, not
-    ``batch``), in the order Python evaluates them (source order), not
-    ``ast.walk``'s breadth first: ``x * gamma + beta`` meets ``gamma`` before
-    ``beta``, ``scores.masked_fill(mask, ...) + bias`` ``mask`` before ``bias``."""
-    out: list[ast.expr] = []
-    for part in header_nodes(stmt):
-        inner = {
-            id(n.value) for n in ast.walk(part) if isinstance(n, (ast.Attribute, ast.Subscript))
-        }
-        out.extend(
-            node
-            for node in ast.walk(part)
-            if id(node) not in inner
-            and isinstance(node, (ast.Name, ast.Attribute, ast.Subscript))
-            and isinstance(getattr(node, "ctx", None), ast.Load)
-        )
-    out.sort(key=lambda n: (getattr(n, "lineno", 0), getattr(n, "col_offset", 0)))
+            out.append((chain_text(chain), value, id(node) in indexed))
     return out
 
 
@@ -377,42 +235,7 @@ def method_receivers(view: FrameView) -> set[str]:
     found = failing_statement(view)
     if found is None:
         return set()
-    return set(_per_statement(_receivers, found[0]))
-
-
-def _receivers(stmt: ast.stmt) -> frozenset[str]:
-    calls: set[str] = set()
-    other: set[str] = set()
-    callees = {
-        id(n.func.value)
-        for n in ast.walk(stmt)
-        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
-    }
-    for node in ast.walk(stmt):
-        if isinstance(node, (ast.Name, ast.Attribute, ast.Subscript)):
-            (calls if id(node) in callees else other).add(_text(node))
-    return frozenset(calls - other)
-
-
-#: What :func:`_per_statement` read of the statements met last: (function, statement) ->
-#: (the statement, kept so that its id stays its own, what the function gave).
-_STATEMENT_FACTS: dict[tuple[Any, int], tuple[ast.stmt, Any]] = {}
-_MAX_STATEMENTS = 256
-
-
-def _per_statement(func: Any, stmt: ast.stmt) -> Any:
-    """``func(stmt)``, read once per statement: the parsed trees are kept per text
-    (:func:`_parse_block`), so a cell failing again on the same line walks its
-    statement once, not on every error. Statements only: no user object is kept."""
-    key = (func, id(stmt))
-    kept = _STATEMENT_FACTS.get(key)
-    if kept is not None and kept[0] is stmt:
-        return kept[1]
-    value = func(stmt)
-    if len(_STATEMENT_FACTS) >= _MAX_STATEMENTS:
-        _STATEMENT_FACTS.pop(next(iter(_STATEMENT_FACTS)), None)
-    _STATEMENT_FACTS[key] = (stmt, value)
-    return value
+    return set(per_statement(receivers, found[0]))
 
 
 def resolvable_prefix(node: ast.AST, frame: FrameType) -> tuple[ast.AST, Any] | None:
@@ -426,36 +249,6 @@ def resolvable_prefix(node: ast.AST, frame: FrameType) -> tuple[ast.AST, Any] | 
             return None
         node = node.value
     return None
-
-
-def _index_nodes(stmt: ast.AST) -> set[int]:
-    nodes: set[int] = set()
-    for node in ast.walk(stmt):
-        if isinstance(node, ast.Subscript) and not isinstance(node.slice, ast.Constant):
-            nodes.update(id(inner) for inner in ast.walk(node.slice))
-    return nodes
-
-
-def _text(node: ast.AST) -> str:
-    """The source text of a name or chain, as ``ast.unparse`` writes it; a name and
-    a chain of attributes on a name (``self.q_proj.weight``) without it (an unparser
-    is made per call: most of what the failing line's operands cost)."""
-    if type(node) is ast.Name:
-        return node.id
-    if type(node) is ast.Attribute:
-        parts = [node.attr]
-        base = node.value
-        while type(base) is ast.Attribute:
-            parts.append(base.attr)
-            base = base.value
-        if type(base) is ast.Name:
-            parts.append(base.id)
-            return ".".join(reversed(parts))
-    try:
-        return ast.unparse(node)
-    except BaseException as caught:
-        contain(caught)
-        return "?"
 
 
 def safe_value(node: ast.AST, frame: FrameType) -> tuple[bool, Any]:
@@ -520,28 +313,3 @@ def _item(base: Any, key: Any) -> tuple[bool, Any]:
         contain(caught)
         return False, None
     return False, None
-
-
-def bound_names(tree: ast.AST) -> set[str]:
-    """Names a cell binds at its top level (assignments, loop targets, imports)."""
-    names: set[str] = set()
-    for node in _walk_top(tree):
-        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
-            names.add(node.id)
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            names.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            names.add(node.name)
-    return names
-
-
-def _walk_top(tree: ast.AST) -> list[ast.AST]:
-    out: list[ast.AST] = []
-    stack = [tree]
-    while stack:
-        node = stack.pop()
-        out.append(node)
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
-            continue
-        stack.extend(ast.iter_child_nodes(node))
-    return out

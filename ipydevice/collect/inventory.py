@@ -1,4 +1,4 @@
-"""The namespace grouped by device: ``ipydevice.inventory()`` and ``%devices``.
+"""The namespace grouped by device, collected for ``ipydevice.inventory()`` and ``%devices``.
 
 One row per top-level name (a module is one row with its device breakdown),
 totals per device counted once per tensor even when several names share it, and
@@ -9,130 +9,52 @@ them. ``names=[...]`` gives the in-depth view instead: a module's device map by
 submodule path, a container's items, an optimizer's state.
 
 Bounded like every scan (:mod:`ipydevice.settings`), with truncation in ``notes``.
-The result holds strings and numbers only.
+The audits (:mod:`ipydevice.audits`) then read the roots collected here
+(:mod:`ipydevice.pipeline.inventory`); the record holds strings and numbers only.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from ipydevice._debug import contain, failure_line
+from ipydevice._debug import contain
 from ipydevice.collect import probe
 from ipydevice.collect.entries import TENSOR_KINDS
-from ipydevice.collect.namespace import user_namespace
-from ipydevice.collect.paths import format_path
+from ipydevice.collect.paths import format_path, resolve
 from ipydevice.collect.scan import SKIP_NAMES, Entry, Scan, record_of, shares_of
-from ipydevice.model import DeviceShare, Finding, ObjectRecord
+from ipydevice.model import DeviceShare, Inventory, ObjectRecord
 from ipydevice.settings import current
 from ipydevice.wording import plural
 
-__all__ = ["Inventory", "inventory"]
+__all__ = ["Census", "census", "parse_path"]
 
 
-@dataclass(frozen=True, slots=True)
-class Inventory:
-    """Where everything lives. See :func:`inventory`.
+@dataclass(eq=False)
+class Census:
+    """What the namespace holds, before the audits read it (transient).
 
     Attributes:
-        records: one row per object (per submodule or item for ``names=``).
-        totals: per device, the tensors counted once each and their bytes.
-        problems: findings with the object, its device and what is wrong.
-        notes: truncation and caveats.
-        names: the names inspected in depth, when ``names=`` was given.
+        inventory: the records, totals and names; no problems yet.
+        audited: the groups of scanned roots the audits read, one group for the
+            namespace listing, one per name inspected in depth.
+        notes: the scan's truncation and caveats; the audits add theirs.
     """
 
-    records: tuple[ObjectRecord, ...] = ()
-    totals: tuple[DeviceShare, ...] = ()
-    problems: tuple[Finding, ...] = ()
-    notes: tuple[str, ...] = ()
-    names: tuple[str, ...] = ()
-
-    def by_device(self) -> dict[str, list[ObjectRecord]]:
-        """Rows grouped by device (``mixed`` for objects spanning several)."""
-        groups: dict[str, list[ObjectRecord]] = {}
-        for record in self.records:
-            groups.setdefault(record.device or "-", []).append(record)
-        return groups
-
-    def table(self, breakdown: bool = False) -> Any:
-        """The rows as a pandas DataFrame: one row per object, missing values as
-        ``pd.NA``, shapes as tuples. ``breakdown=True``: one row per object and
-        device, with the count of tensors and their bytes (a long table)."""
-        from ipydevice.render.table import breakdown_table, records_table
-
-        build = breakdown_table if breakdown else records_table
-        return build(list(self.records), {p.name for p in self.problems})
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain-dict form (JSON-ready)."""
-        return asdict(self)
-
-    def __str__(self) -> str:
-        from ipydevice.render.text import render_inventory
-
-        return render_inventory(self)
-
-    def __repr__(self) -> str:
-        devices = ", ".join(f"{t.device} ×{t.count}" for t in self.totals)
-        return f"<Inventory {plural(len(self.records), 'object')} ({devices}); {plural(len(self.problems), 'problem')}>"
-
-    def _repr_html_(self) -> str:
-        from ipydevice.render.html import render_inventory_html
-
-        return render_inventory_html(self)
-
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
-        """Text and HTML; a renderer's failure shows as one line in its place
-        (IPython would print a traceback per failing mime type)."""
-        from html import escape
-
-        from ipydevice._debug import debug_enabled, describe_failure
-
-        bundle = {}
-        for mime, render in (("text/plain", self.__str__), ("text/html", self._repr_html_)):
-            try:
-                bundle[mime] = render()
-            except Exception as failure:
-                if debug_enabled():
-                    raise
-                line = describe_failure("rendering", failure)
-                bundle[mime] = escape(line) if mime == "text/html" else line
-        return bundle
+    inventory: Inventory
+    audited: list[list[Entry]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
 
-def inventory(
-    namespace: Mapping[str, Any] | None = None, names: Any = None, include_private: bool = False
-) -> Inventory:
-    """Where everything in ``namespace`` lives, grouped by device.
-
-    Args:
-        namespace: by default IPython's ``user_ns``, else ``__main__``'s globals.
-        names: names (or dotted/indexed paths such as ``model.encoder``) to inspect in
-            depth instead of listing the whole namespace.
-        include_private: also list names starting with ``_``.
+def census(namespace: Mapping[str, Any], names: Any, include_private: bool) -> Census:
+    """The namespace (or the ``names`` inspected in depth) collected; see
+    :func:`ipydevice.pipeline.inventory.inventory`, which audits it.
 
     Raises:
-        KeyError: a name in ``names`` that the namespace does not hold (an object
-            that holds nothing on a device is reported in ``notes`` instead).
+        KeyError: a name in ``names`` that the namespace does not hold.
     """
-    if namespace is None:
-        namespace = user_namespace()
-    try:
-        with probe.metadata_reads():
-            return _inventory(namespace, names, include_private)
-    except KeyError:
-        raise
-    except BaseException as failure:
-        # What the user's objects raise (SystemExit included) is contained; a
-        # Ctrl-C stops the inventory and reaches the caller.
-        contain(failure)
-        return Inventory(notes=(failure_line("inventory", failure),))
-
-
-def _inventory(namespace: Mapping[str, Any], names: Any, include_private: bool) -> Inventory:
     settings = current()
     scan = Scan(settings)
     if names:
@@ -142,12 +64,7 @@ def _inventory(namespace: Mapping[str, Any], names: Any, include_private: bool) 
     rows = (record_of(e, settings.max_items, held.get(id(e))) for e in roots)
     # A container or dataclass that holds no tensor (a Diagnosis kept in ``d``) is not news.
     records = tuple(r for r in rows if r.kind != "container" or r.shares)
-    return Inventory(
-        records=records,
-        totals=_totals(scan),
-        problems=tuple(_problems(scan, roots)),
-        notes=tuple(scan.notes),
-    )
+    return Census(Inventory(records=records, totals=_totals(scan)), [roots], scan.notes)
 
 
 def _roots(
@@ -220,28 +137,14 @@ def _totals(scan: Scan) -> tuple[DeviceShare, ...]:
     return tuple(DeviceShare(d, counts[d], sizes[d]) for d in order)
 
 
-# -- problems ------------------------------------------------------------------------------
-
-
-def _problems(scan: Scan, roots: list[Entry]) -> list[Finding]:
-    """The audits' findings (see :mod:`ipydevice.audits`; registered ones included,
-    their failures in the notes), source fixes left to ``--check``."""
-    from ipydevice.audits.checkup import problems_of
-
-    found = problems_of(roots, scan.notes)
-    return [p.finding for p in found if p.finding.rule != "factory_without_device"]
-
-
 # -- in depth ------------------------------------------------------------------------------
 
 
-def _in_depth(scan: Scan, namespace: Mapping[str, Any], names: list[str]) -> Inventory:
-    from ipydevice.collect.paths import resolve
-
+def _in_depth(scan: Scan, namespace: Mapping[str, Any], names: list[str]) -> Census:
     records: list[ObjectRecord] = []
-    problems: list[Finding] = []
+    audited: list[list[Entry]] = []
     for text in names:
-        path = _parse_path(text)
+        path = parse_path(text)
         if path is None:
             raise KeyError(text)
         try:
@@ -256,10 +159,9 @@ def _in_depth(scan: Scan, namespace: Mapping[str, Any], names: list[str]) -> Inv
             )
             continue
         records.extend(_depth_rows(entry, scan))
-        problems.extend(_problems(scan, [entry]))
-    return Inventory(
-        tuple(records), _totals(scan), tuple(problems), tuple(scan.notes), tuple(names)
-    )
+        audited.append([entry])
+    inventory = Inventory(records=tuple(records), totals=_totals(scan), names=tuple(names))
+    return Census(inventory, audited, scan.notes)
 
 
 def _depth_rows(entry: Entry, scan: Scan) -> list[ObjectRecord]:
@@ -315,7 +217,7 @@ def _module_map(entry: Entry) -> list[ObjectRecord]:
     return rows
 
 
-def _parse_path(text: str) -> tuple | None:
+def parse_path(text: str) -> tuple | None:
     """``model.encoder.layers[3]`` or ``batch['x']`` as path steps (literals only)."""
     import ast
 

@@ -8,7 +8,7 @@ loop variable ``head`` of ``for head in heads``) is named by that holder
 ``for p1, p2 in zip(m1.parameters(), m2.parameters())``: ``p2`` is
 ``m2.weight``, and what a fix moves is ``m2`` (``m2.to(device)``); rebinding
 ``p2`` would leave the module unchanged under an in-place update. Part of the
-naming stage (:func:`ipydevice.diagnosis.engine.name_in_depth`).
+naming stage (:func:`ipydevice.pipeline.engine.name_in_depth`).
 
 A loop variable bound to a module that a holder of the namespace keeps
 (``for name, m in models.items()``, ``for head in heads``) is named by that

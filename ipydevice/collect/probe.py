@@ -25,7 +25,6 @@ __all__ = [
     "TensorFacts",
     "class_name",
     "device_str",
-    "format_bytes",
     "is_a",
     "is_module",
     "is_optimizer",
@@ -495,13 +494,3 @@ def module_dict(module: Any) -> dict[str, Any]:
             contain(caught)
             return {}
     return {}
-
-
-def format_bytes(nbytes: int) -> str:
-    """``1.5 GB`` style, decimal units as PyTorch users read memory."""
-    value = float(nbytes)
-    for unit in ("B", "kB", "MB", "GB", "TB"):
-        if value < 1000 or unit == "TB":
-            return f"{int(value)} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1000
-    return f"{nbytes} B"  # pragma: no cover

@@ -8,7 +8,7 @@ comprehensions) and the ``for`` statements around it; the container is the
 object a name or attribute chain of the loop's iterable resolves to, without
 running code (``metrics`` of ``metrics.items()``, ``a`` and ``b`` of
 ``zip(a, b)``). Part of the naming stage
-(:func:`ipydevice.diagnosis.engine.name_in_depth`).
+(:func:`ipydevice.pipeline.engine.name_in_depth`).
 """
 
 from __future__ import annotations
@@ -17,13 +17,8 @@ import ast
 from collections.abc import Callable
 from typing import Any
 
-from ipydevice.collect.frames import (
-    FrameView,
-    frame_tree,
-    iter_statements,
-    safe_value,
-    statement_at,
-)
+from ipydevice.code.statements import iter_statements, statement_at
+from ipydevice.collect.frames import FrameView, frame_tree, safe_value
 from ipydevice.collect.scan import Entry, Scan
 from ipydevice.collect.walk import container_items
 

@@ -22,14 +22,9 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from ipydevice._debug import contain
+from ipydevice.code.statements import load_chains, statement_at
 from ipydevice.collect import probe
-from ipydevice.collect.frames import (
-    FrameView,
-    load_chains,
-    resolvable_prefix,
-    statement_at,
-    walk_frames,
-)
+from ipydevice.collect.frames import FrameView, resolvable_prefix, walk_frames
 from ipydevice.collect.paths import Path
 from ipydevice.collect.scan import Scan
 from ipydevice.model import FrameSummary

@@ -27,14 +27,9 @@ import linecache
 from types import CodeType
 
 from ipydevice._debug import contain
+from ipydevice.code.statements import header_nodes, statement_at
 from ipydevice.collect import probe
-from ipydevice.collect.frames import (
-    FrameView,
-    failing_statement,
-    header_nodes,
-    safe_value,
-    statement_at,
-)
+from ipydevice.collect.frames import FrameView, failing_statement, safe_value
 
 __all__ = ["attach_sources", "is_wrapped"]
 

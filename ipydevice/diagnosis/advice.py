@@ -11,7 +11,7 @@ token ids of an ``Embedding``). Standard library only.
 from __future__ import annotations
 
 from ipydevice import registry
-from ipydevice.diagnosis.family import MessageFacts, devices_text
+from ipydevice.family import MessageFacts, devices_text
 
 __all__ = ["advice", "argument_meaning"]
 

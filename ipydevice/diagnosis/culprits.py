@@ -25,9 +25,9 @@ from ipydevice.collect.frames import FrameView
 from ipydevice.collect.holders.base import class_dicts
 from ipydevice.collect.scan import Entry, Scan, descends
 from ipydevice.diagnosis.demands import demanded
-from ipydevice.diagnosis.family import MessageFacts
 from ipydevice.diagnosis.materials import state_dict_for
 from ipydevice.diagnosis.targets import choose_target, concrete, named_by_message, same_device
+from ipydevice.family import MessageFacts
 from ipydevice.model import OPTIMIZER_STATE, Finding
 from ipydevice.wording import plural
 

@@ -31,7 +31,7 @@ from ipydevice.collect import probe
 from ipydevice.collect.frames import FrameView, failing_statement, safe_value
 from ipydevice.collect.scan import Entry, Scan
 from ipydevice.diagnosis.devices import same_device
-from ipydevice.diagnosis.family import MessageFacts
+from ipydevice.family import MessageFacts
 
 __all__ = ["DEMANDS", "Demand", "Demanded", "demand_of", "demanded"]
 

@@ -31,7 +31,7 @@ import sys
 from ipydevice import registry
 from ipydevice.diagnosis import families
 from ipydevice.diagnosis.devices import SCAN_LIMIT, device_tokens, normalise_device
-from ipydevice.diagnosis.family import CONV_ROLES, MessageFacts, Parts, Wording
+from ipydevice.family import CONV_ROLES, MessageFacts, Parts, Wording
 
 __all__ = ["FAMILIES", "MessageFacts", "device_tokens", "normalise_device", "recognise"]
 

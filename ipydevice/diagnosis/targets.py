@@ -20,7 +20,7 @@ from ipydevice import registry
 from ipydevice.collect.frames import FrameView, failing_statement
 from ipydevice.collect.scan import Entry, Scan
 from ipydevice.diagnosis.devices import same_device
-from ipydevice.diagnosis.family import MessageFacts
+from ipydevice.family import MessageFacts
 
 __all__ = ["choose_target", "concrete", "named_by_message", "same_device"]
 

@@ -26,8 +26,8 @@ from collections.abc import Sequence
 
 from ipydevice.diagnosis.demands import demand_of
 from ipydevice.diagnosis.devices import device_type
-from ipydevice.diagnosis.family import MessageFacts
 from ipydevice.diagnosis.recognise import recognise
+from ipydevice.family import MessageFacts
 
 __all__ = ["MAX_WARNED", "heed_warnings"]
 

@@ -25,12 +25,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from ipydevice._debug import contain
+from ipydevice.code.cells import cell_index, cell_lines, source_location
+from ipydevice.code.cells import is_cell_file as is_cell
 from ipydevice.collect import probe
-from ipydevice.collect.frames import is_cell_file as is_cell
-from ipydevice.collect.frames import source_location
 from ipydevice.collect.paths import Path, format_path
 from ipydevice.diagnosis.devices import device_type
-from ipydevice.fixes.history import cell_index, cell_lines
 from ipydevice.model import Finding, Fix, FrameSummary, Step
 
 __all__ = ["WorkerReads", "dataset_path", "history_fix", "worker_reads"]

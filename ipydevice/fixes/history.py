@@ -12,13 +12,21 @@ import ast
 import linecache
 from contextvars import ContextVar
 
-from ipydevice.collect.frames import FrameView, is_cell_file, iter_statements, source_location
+from ipydevice.code.cells import (
+    assigned,
+    cell_index,
+    cell_lines,
+    forget_cells_but,
+    is_cell_file,
+    source_location,
+)
+from ipydevice.code.rewrite import add_keyword, drop_device_comments
+from ipydevice.collect.frames import FrameView
 from ipydevice.diagnosis.culprits import Analysis
-from ipydevice.fixes.rewrite import add_keyword, drop_device_comments
 from ipydevice.fixes.source import _chain_factory
 from ipydevice.model import Fix
 
-__all__ = ["SPELLING", "cell_index", "cell_lines", "history_fixes", "spell"]
+__all__ = ["SPELLING", "history_fixes", "spell"]
 
 #: (target, the user's name for it) while fixes are written: ``x.to(device)``.
 SPELLING: ContextVar[tuple[str, str]] = ContextVar("ipydevice_spelling", default=("", ""))
@@ -55,7 +63,7 @@ def history_fixes(analysis: Analysis, views: list[FrameView]) -> list[Fix]:
     if not is_cell_file(failed):
         return []  # a script, or no cell failed: no notebook history to read
     cells = [f for f in list(linecache.cache) if is_cell_file(f) and f != failed][-_MAX_CELLS:]
-    _forget_all_but(cells)
+    forget_cells_but(cells)
     found: dict[str, list[ast.Assign | ast.AnnAssign]] = {}
     for name in dict.fromkeys(n for n in names if n.isidentifier()):
         for filename in reversed(cells):
@@ -78,49 +86,6 @@ def history_fixes(analysis: Analysis, views: list[FrameView]) -> list[Fix]:
     return fixes
 
 
-#: Each cell's assignments, indexed once: name -> its last single-target assignment.
-#: A cell's source never changes (a re-run is a new cell); only the cells a search
-#: looks at are kept.
-_INDEX: dict[str, tuple[object, dict[str, ast.Assign | ast.AnnAssign]]] = {}
-
-
-def cell_index(filename: str) -> dict[str, ast.Assign | ast.AnnAssign]:
-    entry = linecache.cache.get(filename)
-    size = entry[0] if entry else None  # a file name given new source is indexed again
-    kept = _INDEX.get(filename)
-    if kept is None or kept[0] != size:
-        kept = _INDEX[filename] = (size, _index_cell(filename))
-    return kept[1]
-
-
-def _index_cell(filename: str) -> dict[str, ast.Assign | ast.AnnAssign]:
-    """Parses a cell once: each name with the last statement that assigns it alone."""
-    try:
-        tree = ast.parse("".join(cell_lines(filename)))
-    except (SyntaxError, ValueError):
-        return {}
-    index: dict[str, ast.Assign | ast.AnnAssign] = {}
-    for node in iter_statements(tree):
-        if not isinstance(node, (ast.Assign, ast.AnnAssign)) or node.value is None:
-            continue
-        targets = _targets(node)
-        if len(targets) == 1 and isinstance(targets[0], ast.Name):
-            last = index.get(targets[0].id)
-            if last is None or node.lineno > last.lineno:
-                index[targets[0].id] = node
-    return index
-
-
-def _forget_all_but(cells: list[str]) -> None:
-    keep = set(cells)
-    for filename in [f for f in _INDEX if f not in keep]:
-        del _INDEX[filename]
-
-
-def cell_lines(filename: str) -> list[str]:
-    return [ln if ln.endswith("\n") else ln + "\n" for ln in linecache.getlines(filename)]
-
-
 def _history_edit(
     filename: str, lines: list[str], stmts: list[ast.Assign | ast.AnnAssign], target: str
 ) -> Fix | None:
@@ -140,7 +105,7 @@ def _history_edit(
     names = ", ".join(
         t.id
         for s in sorted(stmts, key=lambda n: n.lineno)
-        for t in _targets(s)
+        for t in assigned(s)
         if isinstance(t, ast.Name)
     )
     where = source_location(filename, start)
@@ -207,7 +172,3 @@ def _to_moves(call: ast.Call) -> bool:
         return False
     first = call.args[0]
     return not (isinstance(first, ast.Attribute) and first.attr in _DTYPES)
-
-
-def _targets(stmt: ast.Assign | ast.AnnAssign) -> list[ast.expr]:
-    return list(stmt.targets) if isinstance(stmt, ast.Assign) else [stmt.target]

@@ -25,7 +25,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ipydevice import registry
+from ipydevice.code.rewrite import insert_lines_before, parses
+from ipydevice.code.treefacts import tree_facts
 from ipydevice.collect import probe
+from ipydevice.collect.cell import Cell, cell_result, failed_cell, notebook_function
 from ipydevice.collect.frames import (
     FrameView,
 )
@@ -39,13 +42,10 @@ from ipydevice.diagnosis.culprits import (
     same_device,
 )
 from ipydevice.diagnosis.families.meta_device import meta_subtrees
-from ipydevice.diagnosis.family import MessageFacts
-from ipydevice.fixes.cell import Cell, cell_result, failed_cell, notebook_function
+from ipydevice.family import MessageFacts
 from ipydevice.fixes.history import SPELLING, history_fixes, spell
 from ipydevice.fixes.immutable import frozen_fields
-from ipydevice.fixes.rewrite import insert_lines_before, parses
 from ipydevice.fixes.source import source_fixes
-from ipydevice.fixes.treefacts import tree_facts
 from ipydevice.model import OPTIMIZER_STATE, Fix, Step
 
 __all__ = ["propose_fixes"]
@@ -151,7 +151,7 @@ def _also_needed(cell: Cell, target: str, loops: bool) -> list[str]:
     stmt = cell.stmt
     names: list[str] = []
     # The cell is walked once per tree (a cell that defines a model is thousands
-    # of nodes), not once per diagnosis: :mod:`ipydevice.fixes.treefacts`.
+    # of nodes), not once per diagnosis: :mod:`ipydevice.code.treefacts`.
     read = tree_facts(cell.tree)
     if loops:
         for node in read.loops:

@@ -21,17 +21,13 @@ import inspect
 import linecache
 from typing import Any
 
+from ipydevice.code.cells import source_location
+from ipydevice.code.rewrite import add_keyword, drop_device_comments, replace_span, segment
+from ipydevice.code.statements import iter_statements
 from ipydevice.collect import probe
-from ipydevice.collect.frames import (
-    FrameView,
-    frame_tree,
-    is_user_file,
-    iter_statements,
-    source_location,
-)
+from ipydevice.collect.frames import FrameView, frame_tree, is_user_file
 from ipydevice.collect.scan import Entry, Scan
 from ipydevice.diagnosis.culprits import Analysis, Culprit
-from ipydevice.fixes.rewrite import add_keyword, drop_device_comments, replace_span, segment
 from ipydevice.model import Finding, Fix
 
 #: Locals of one caller frame looked at when following an argument outwards.

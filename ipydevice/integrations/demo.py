@@ -110,14 +110,14 @@ def _cell(source: str, namespace: dict[str, Any]) -> BaseException | None:
 
 def run_scenario(setup: str, failing: str) -> Any:
     """Runs one scenario and returns its Diagnosis (or None if it did not fail)."""
-    import ipydevice
+    from ipydevice.pipeline.engine import diagnose
 
     namespace: dict[str, Any] = {"__name__": "__main__"}
     error = _cell(_PRELUDE + textwrap.dedent(setup), namespace)
     if error is not None:
         raise error
     exc = _cell(failing, namespace)
-    return None if exc is None else ipydevice.diagnose(exc, namespace=namespace)
+    return None if exc is None else diagnose(exc, namespace=namespace)
 
 
 def main() -> int:

@@ -97,7 +97,7 @@ def _report_texts(
 ) -> tuple[str, str]:
     """The report for the terminal (width, colour and rank label) and a plain one
     (for files), or ('', '') when ``exc`` is not a device error."""
-    from ipydevice.diagnosis.engine import diagnose
+    from ipydevice.pipeline.engine import diagnose
 
     diagnosis = diagnose(exc, namespace=namespace)
     if not diagnosis.is_device_error:

@@ -80,9 +80,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from IPython.core.interactiveshell import ExecutionResult, InteractiveShell
 
     from ipydevice.audits.checkup import Checkup
-    from ipydevice.collect.inventory import Inventory
     from ipydevice.integrations.warnings_hook import DeviceWarnings
-    from ipydevice.model import Diagnosis, Fix
+    from ipydevice.model import Diagnosis, Fix, Inventory
 
 __all__ = [
     "DeviceMagics",
@@ -394,8 +393,8 @@ class _Hook(CellCallbacks):
             self.stage("widget", self.buttons.show, diagnosis, fixes, self.cell_id)
 
     def diagnose(self, exc: BaseException) -> Diagnosis:
-        """:func:`ipydevice.diagnosis.engine.diagnose` against the shell's namespace."""
-        from ipydevice.diagnosis import engine
+        """:func:`ipydevice.pipeline.engine.diagnose` against the shell's namespace."""
+        from ipydevice.pipeline import engine
 
         warned = self.device_warnings  # (the cell's device warnings: a demand of theirs decides)
         texts = tuple(warned.texts) if warned is not None else ()
@@ -417,7 +416,7 @@ class _Hook(CellCallbacks):
         """
         if self.last is not None:
             return self.last
-        from ipydevice.diagnosis import engine
+        from ipydevice.pipeline import engine
 
         exc = engine.last_exception()
         if exc is not None and is_device_error(exc):
@@ -502,7 +501,7 @@ class DeviceMagics(Magics):
         return _guarded("check", run)
 
     def _inventory(self, names: list[str], include_private: bool) -> Inventory:
-        from ipydevice.collect import inventory as census
+        from ipydevice.pipeline import inventory as census
 
         namespace = self.shell.user_ns
         self._require_names(names)

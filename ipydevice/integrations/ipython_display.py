@@ -89,7 +89,7 @@ def restore_settings(saved: Settings | None) -> None:
 
 def is_device_error(exc: BaseException) -> bool:
     """The cheap pre-filter: a regex over the message chain, no torch needed."""
-    from ipydevice.diagnosis import engine
+    from ipydevice.pipeline import engine
 
     return engine.recognise_exception(exc)[1].is_device_error
 
@@ -180,7 +180,7 @@ def pending_header_bundle(exc: BaseException) -> dict[str, str]:
     family, the devices), from no other evidence, so that the traceback is not kept
     waiting; :func:`header_bundle` replaces it in place (``update_display_data``). It
     carries no anchor: no buttons ever attach to it."""
-    from ipydevice.diagnosis.engine import from_message
+    from ipydevice.pipeline.engine import from_message
 
     return header_bundle(from_message(exc), pointer=PENDING_POINTER, anchor=False)
 
@@ -296,7 +296,7 @@ def cell_bound_names(shell: Any, raw_cell: str) -> set[str]:
     The cell is first turned into Python the way IPython does (magics, ``!cmd``)
     with ``shell.transform_cell``; a cell that does not parse binds nothing.
     """
-    from ipydevice.collect.frames import bound_names
+    from ipydevice.code.statements import bound_names
 
     try:
         source = shell.transform_cell(raw_cell)

@@ -34,7 +34,7 @@ def checkup(namespace: Mapping[str, Any], names: list[str]) -> Callable[[], Chec
     name, paths (``model.encoder``, ``batch['x']``) are resolved first (a path that
     does not resolve is a :class:`MagicError` now, not when the call runs)."""
     from ipydevice.audits import checkup as audits
-    from ipydevice.collect.inventory import _parse_path
+    from ipydevice.collect.inventory import parse_path
     from ipydevice.collect.paths import resolve
 
     plain = [n for n in names if n.isidentifier()]
@@ -42,7 +42,7 @@ def checkup(namespace: Mapping[str, Any], names: list[str]) -> Callable[[], Chec
     for text in names:
         if text.isidentifier():
             continue
-        path = _parse_path(text)
+        path = parse_path(text)
         try:
             if path is None:
                 raise LookupError(text)

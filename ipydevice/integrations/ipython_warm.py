@@ -26,7 +26,7 @@ __all__ = ["MODULES", "SAMPLE", "Warmer", "warm", "warm_once"]
 
 #: What the header, the diagnosis and the panel import (the buttons' are in :func:`warm`).
 MODULES = (
-    "ipydevice.diagnosis.engine",
+    "ipydevice.pipeline.engine",
     "ipydevice.render.text",
     "ipydevice.render.html",
     "ipydevice.integrations.excepthook",
@@ -54,7 +54,7 @@ def warm(widgets: bool) -> None:
         except Exception:  # the failing path imports it again and reports it
             return
     try:
-        from ipydevice.diagnosis import engine
+        from ipydevice.pipeline import engine
         from ipydevice.render.html import render_header_html
         from ipydevice.render.text import render_header
 

@@ -27,7 +27,7 @@ slowly or wrongly:
 * a :class:`logging.Filter` on the root logger (it never drops a record) for the
   old root-logged accelerate wording.
 
-A warning has no traceback: :mod:`ipydevice.diagnosis.live_warning` builds one from
+A warning has no traceback: :mod:`ipydevice.pipeline.live_warning` builds one from
 the live stack at the moment of the warning and diagnoses it like an exception's
 (imported with the first device warning, not when the hooks are installed). The
 diagnosis (text only) is reported right away, under
@@ -276,7 +276,7 @@ class DeviceWarnings:
             return
         if len(self.seen) < _MAX_KEYS:
             self.seen.add(key)
-        from ipydevice.diagnosis import live_warning  # the engine: only for a device warning
+        from ipydevice.pipeline import live_warning  # the engine: only for a device warning
 
         diagnosis = live_warning.diagnose_warning(text, origin, self.namespace(), frame)
         if not diagnosis.is_device_error:

@@ -57,7 +57,7 @@ def carry(exc: BaseException, namespace: Mapping[str, Any] | None = None, where:
     """Diagnoses ``exc`` here and attaches the diagnosis to it (contained: never raises)."""
     with contained("diagnosis"):
         from ipydevice.diagnosis.carried import attach, payload
-        from ipydevice.diagnosis.engine import diagnose, recognise_exception
+        from ipydevice.pipeline.engine import diagnose, recognise_exception
 
         if payload(exc) is not None or not recognise_exception(exc)[1].is_device_error:
             return

@@ -15,7 +15,6 @@ from collections.abc import Sequence
 from html import escape
 from typing import Any
 
-from ipydevice.collect.probe import format_bytes
 from ipydevice.model import Diagnosis, Fix, ObjectRecord
 from ipydevice.render.rows import device_text, row_lines, shows_where, table_records
 from ipydevice.render.text import (
@@ -39,7 +38,7 @@ from ipydevice.render.text import (
     title_parts,
     why_text,
 )
-from ipydevice.wording import visible_except, visible_fields, visible_record
+from ipydevice.wording import format_bytes, visible_except, visible_fields, visible_record
 
 __all__ = [
     "Verbosity",

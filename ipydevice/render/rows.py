@@ -10,10 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ipydevice.collect.probe import format_bytes
 from ipydevice.model import Diagnosis, ObjectRecord
 from ipydevice.render.layout import columns
-from ipydevice.wording import visible_record
+from ipydevice.wording import format_bytes, visible_record
 
 __all__ = [
     "device_text",

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ipydevice.model import Diagnosis, ObjectRecord
+from ipydevice.model import Diagnosis, Inventory, ObjectRecord
 from ipydevice.render.rows import ordered_records
 
 __all__ = ["breakdown_table", "diagnosis_table", "parse_shape", "records_table"]
@@ -151,3 +151,9 @@ def _evidence_name(reason: str) -> str:
     start = reason.find("`")
     end = reason.find("`", start + 1) if start >= 0 else -1
     return reason[start + 1 : end] if end > start >= 0 else ""
+
+
+def inventory_table(inventory: Inventory, breakdown: bool = False) -> Any:
+    """``Inventory.table()``: one row per object, or per object and device."""
+    build = breakdown_table if breakdown else records_table
+    return build(list(inventory.records), {p.name for p in inventory.problems})

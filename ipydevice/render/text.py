@@ -22,13 +22,19 @@ from collections.abc import Sequence
 from typing import Any, Literal, cast, get_args
 
 from ipydevice._debug import env_flag
-from ipydevice.collect.probe import format_bytes
 from ipydevice.model import Diagnosis, Finding, Fix
 from ipydevice.render.layout import columns, display_width
 from ipydevice.render.layout import cut as _cut
 from ipydevice.render.layout import wrap as _wrap
 from ipydevice.render.rows import record_row, row_lines, shares_text, table_records
-from ipydevice.wording import plural, visible, visible_except, visible_fields, visible_record
+from ipydevice.wording import (
+    format_bytes,
+    plural,
+    visible,
+    visible_except,
+    visible_fields,
+    visible_record,
+)
 
 # fmt: off
 __all__ = [

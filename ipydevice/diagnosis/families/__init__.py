@@ -2,7 +2,7 @@
 
 A family file holds everything ipydevice knows about one kind of device error: its
 wordings, summary and advice, how it chooses the target device, its cell fix and
-the objects whose audits explain it, as one :class:`~ipydevice.diagnosis.family.Family`
+the objects whose audits explain it, as one :class:`~ipydevice.family.Family`
 named ``FAMILY``. To add one, copy a small file (``numpy_conversion.py``), give it
 a new ``ID`` and list it below; a family of your own outside the package registers
 with :func:`ipydevice.plugins.family`.

@@ -3,7 +3,7 @@ weight type (torch.cuda.FloatTensor) should be the same`` (only when the devices
 
 from __future__ import annotations
 
-from ipydevice.diagnosis.family import CONV_ROLES, Family, MessageFacts, devices_text, wording
+from ipydevice.family import CONV_ROLES, Family, MessageFacts, devices_text, wording
 
 ID = "conv_type_mismatch"
 

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ipydevice.collect import probe
-from ipydevice.diagnosis.family import Blame, Family, MessageFacts, wording
+from ipydevice.family import Blame, Family, MessageFacts, wording
 from ipydevice.model import Finding
 
 if TYPE_CHECKING:  # pragma: no cover

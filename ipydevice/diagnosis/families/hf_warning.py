@@ -3,7 +3,7 @@ log records, shown also when logged on the root logger)."""
 
 from __future__ import annotations
 
-from ipydevice.diagnosis.family import Family, MessageFacts, wording
+from ipydevice.family import Family, MessageFacts, wording
 
 ID = "hf_warning"
 

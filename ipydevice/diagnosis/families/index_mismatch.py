@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 
 from ipydevice.diagnosis.devices import normalise_device
-from ipydevice.diagnosis.family import DEVICE, Family, MessageFacts, Parts, wording
+from ipydevice.family import DEVICE, Family, MessageFacts, Parts, wording
 
 ID = "index_mismatch"
 

@@ -7,11 +7,11 @@ import ast
 import re
 from collections.abc import Sequence
 
+from ipydevice.code.rewrite import add_keyword, replace_span
+from ipydevice.collect.cell import Cell, calls_in, cell_result
 from ipydevice.collect.frames import FrameView
 from ipydevice.diagnosis.devices import normalise_device
-from ipydevice.diagnosis.family import Family, MessageFacts, Parts, wording
-from ipydevice.fixes.cell import Cell, calls_in, cell_result
-from ipydevice.fixes.rewrite import add_keyword, replace_span
+from ipydevice.family import Family, MessageFacts, Parts, wording
 from ipydevice.model import Fix
 
 ID = "load_location"

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from ipydevice.collect import probe
 from ipydevice.collect.paths import Path, format_path
-from ipydevice.diagnosis.family import Blame, Family, MessageFacts, wording
+from ipydevice.family import Blame, Family, MessageFacts, wording
 from ipydevice.model import Finding
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ipydevice.diagnosis.family import CONV_ROLES, Family, MessageFacts, wording
+from ipydevice.family import CONV_ROLES, Family, MessageFacts, wording
 
 ID = "mps"
 

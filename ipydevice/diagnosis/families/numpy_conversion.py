@@ -5,10 +5,10 @@ from __future__ import annotations
 import ast
 from collections.abc import Sequence
 
+from ipydevice.code.rewrite import replace_span, segment
+from ipydevice.collect.cell import Cell, calls_in, cell_result
 from ipydevice.collect.frames import FrameView
-from ipydevice.diagnosis.family import Family, MessageFacts, wording
-from ipydevice.fixes.cell import Cell, calls_in, cell_result
-from ipydevice.fixes.rewrite import replace_span, segment
+from ipydevice.family import Family, MessageFacts, wording
 from ipydevice.model import Fix
 
 ID = "numpy_conversion"

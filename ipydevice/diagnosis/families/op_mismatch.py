@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 
 from ipydevice.diagnosis.devices import normalise_device
-from ipydevice.diagnosis.family import CONV_ROLES, Family, Parts, wording
+from ipydevice.family import CONV_ROLES, Family, Parts, wording
 
 ID = "op_mismatch"
 

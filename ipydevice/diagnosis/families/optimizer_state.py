@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from ipydevice.diagnosis.family import Family, MessageFacts, wording
+from ipydevice.family import Family, MessageFacts, wording
 
 ID = "optimizer_state"
 

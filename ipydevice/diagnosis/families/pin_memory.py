@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ipydevice.collect.frames import FrameView
-from ipydevice.diagnosis.family import Family, MessageFacts, wording
+from ipydevice.family import Family, MessageFacts, wording
 
 ID = "pin_memory"
 

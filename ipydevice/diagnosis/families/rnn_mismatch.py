@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ipydevice.diagnosis.family import Family, MessageFacts, devices_text, wording
+from ipydevice.family import Family, MessageFacts, devices_text, wording
 
 ID = "rnn_mismatch"
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ipydevice.diagnosis.family import Family, MessageFacts, wording
+from ipydevice.family import Family, MessageFacts, wording
 
 ID = "xla"
 

@@ -2,7 +2,7 @@
 
 A warning has no traceback: :func:`live_traceback` builds one from the stack at the
 moment of the warning (the cell's frame down to the library's), and
-:func:`diagnose_warning` gives it to :func:`ipydevice.diagnosis.engine.diagnose`
+:func:`diagnose_warning` gives it to :func:`ipydevice.pipeline.engine.diagnose`
 inside a :class:`DeviceWarningStandIn`, as it would an exception's: the failing line
 of the cell (``model.generate(**inputs)``), the module whose method warned, the names
 in the namespace. What it returns is text only; the frames are let go before it does.
@@ -87,7 +87,7 @@ def diagnose_warning(
         frame: where the stack is read from (the caller's by default); None-like
             stacks give a message-only diagnosis.
     """
-    from ipydevice.diagnosis import engine
+    from ipydevice.pipeline import engine
 
     stand_in = DeviceWarningStandIn(message)
     stand_in.__traceback__ = live_traceback(frame, namespace)
@@ -113,9 +113,9 @@ def _assign_fix(diagnosis: Diagnosis, tb: TracebackType | None) -> Fix | None:
 
     if diagnosis.family != meta_device.ID or "no-op" not in diagnosis.message:
         return None
+    from ipydevice.code.rewrite import add_keyword
     from ipydevice.collect.compiled import rewritten_fix
     from ipydevice.collect.frames import failing_statement, walk_frames
-    from ipydevice.fixes.rewrite import add_keyword
 
     views = [v for v in walk_frames(tb, 10_000) if v.is_user]
     try:

@@ -47,13 +47,13 @@ from ipydevice.diagnosis.advice import advice
 from ipydevice.diagnosis.carried import attach
 from ipydevice.diagnosis.culprits import Analysis, analyse, device_variable, off_target
 from ipydevice.diagnosis.families import op_mismatch
-from ipydevice.diagnosis.family import MessageFacts
 from ipydevice.diagnosis.recognise import recognise
-from ipydevice.diagnosis.remote import combined
 from ipydevice.diagnosis.unwrap import Inner, last_line, unwrap
 from ipydevice.diagnosis.warned import heed_warnings
+from ipydevice.family import MessageFacts
 from ipydevice.fixes.propose import propose_fixes
 from ipydevice.model import Diagnosis, Finding, ObjectRecord, Snapshot
+from ipydevice.pipeline.remote import combined
 
 __all__ = [
     "collect",

@@ -5,7 +5,8 @@ A family is one file of :mod:`ipydevice.diagnosis.families`: the wordings that
 recognise it (:func:`wording`), a one-line summary, advice, how it chooses the
 target device, a cell fix and the objects whose audits explain it. The built-in
 families and a user's own register the same way, with
-:func:`ipydevice.plugins.family`. Standard library only.
+:func:`ipydevice.plugins.family`. It names no stage: the registry and every stage
+read it.
 """
 
 from __future__ import annotations
@@ -13,13 +14,9 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
-if TYPE_CHECKING:  # pragma: no cover
-    from ipydevice.collect.frames import FrameView
-    from ipydevice.collect.scan import Entry, Scan
-    from ipydevice.fixes.cell import Cell
-    from ipydevice.model import Finding, Fix
+from ipydevice.model import Finding, Fix
 
 __all__ = ["CONV_ROLES", "DEVICE", "END", "Blame", "Family", "MessageFacts", "Wording", "wording"]
 
@@ -102,18 +99,22 @@ def wording(family: str, order: int, key: str, pattern: str, **kw: Any) -> Wordi
 
 # --------------------------------------------------------------------------- families
 Advice = Callable[[MessageFacts, str], str]
-Target = Callable[[MessageFacts, Sequence["FrameView"]], str]
-CellFix = Callable[[MessageFacts, "Cell", str], "Fix | None"]
+# The hooks' stage objects are typed ``Any`` here, so that this interface names no
+# stage: the frames are :class:`~ipydevice.collect.frames.FrameView`\ s, the cell a
+# :class:`~ipydevice.collect.cell.Cell`, the scan a :class:`~ipydevice.collect.scan.Scan`
+# and a blamed entry a :class:`~ipydevice.collect.scan.Entry`.
+Target = Callable[[MessageFacts, Sequence[Any]], str]
+CellFix = Callable[[MessageFacts, Any, str], "Fix | None"]
 
 
 class Blame(NamedTuple):
     """A culprit a family names itself: the finding and the scanned object."""
 
     finding: Finding
-    entry: Entry
+    entry: Any
 
 
-BlameHook = Callable[[MessageFacts, "Scan", Sequence["FrameView"], str], "list[Blame] | None"]
+BlameHook = Callable[[MessageFacts, Any, Sequence[Any], str], "list[Blame] | None"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,7 +21,8 @@ import ast
 import sys
 
 from ipydevice._debug import contain
-from ipydevice.collect.frames import cell_number, iter_statements
+from ipydevice.code.cells import cell_number
+from ipydevice.code.statements import iter_statements
 
 __all__ = ["raw_cell", "unmagic"]
 

@@ -12,20 +12,12 @@ import copy
 import linecache
 from dataclasses import dataclass, field
 
-from ipydevice.collect.frames import (
-    FrameView,
-    bound_names,
-    failing_statement,
-    file_tree,
-    frame_tree,
-    header_nodes,
-    is_generated_source,
-    source_location,
-    statement_at,
-)
-from ipydevice.collect.rawcell import raw_cell, unmagic
+from ipydevice.code.cells import is_generated_source, source_location
+from ipydevice.code.rawcell import raw_cell, unmagic
+from ipydevice.code.statements import bound_names, file_tree, header_nodes, statement_at
+from ipydevice.code.treefacts import tree_facts
+from ipydevice.collect.frames import FrameView, failing_statement, frame_tree
 from ipydevice.collect.wrapped import is_wrapped
-from ipydevice.fixes.treefacts import tree_facts
 from ipydevice.model import Fix
 
 __all__ = ["Cell", "as_typed", "calls_in", "cell_result", "failed_cell", "notebook_function"]
@@ -105,7 +97,7 @@ def _cell_of(view: FrameView) -> Cell | None:
 def _function_cell(view: FrameView) -> Cell | None:
     """A function frame of a script as a cell: the whole file parsed (real line
     numbers, so edits land at ``file:line``), the names the function binds. The
-    file is parsed once per text and read once per tree (:mod:`ipydevice.fixes.treefacts`)."""
+    file is parsed once per text and read once per tree (:mod:`ipydevice.code.treefacts`)."""
     raw = _raw_lines(view)
     if not raw:
         return None
@@ -122,7 +114,7 @@ def _function_cell(view: FrameView) -> Cell | None:
 
 
 def as_typed(cell: Cell, inner: FrameView | None) -> Cell:
-    """``cell`` in the user's own text, magic lines kept (:mod:`ipydevice.collect.rawcell`).
+    """``cell`` in the user's own text, magic lines kept (:mod:`ipydevice.code.rawcell`).
 
     A line magic or ``exec`` keeps its line: the failing statement is the same. A
     cell magic (``%%time``) ran its body as code of its own (``inner``, whose text

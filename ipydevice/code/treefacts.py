@@ -1,6 +1,6 @@
 """What fix planning reads of a parsed cell or script, read once per tree.
 
-The trees come from :func:`ipydevice.collect.frames.file_tree` (a text is parsed
+The trees come from :func:`ipydevice.code.statements.file_tree` (a text is parsed
 once, whoever asks, in a bounded cache). A cell that defines a model is thousands
 of nodes: the names it reads in source order, its loops and its functions (by the
 line their code starts at, with the names each binds) are found in one walk, the
