@@ -12,17 +12,39 @@ from typing import Any
 
 from ipydevice import settings as _settings
 from ipydevice.collect import probe
-from ipydevice.collect.frames import FrameView, line_operands, method_receivers
+from ipydevice.collect.compiled import failing_frames, is_compile_error, user_code_locations
+from ipydevice.collect.frames import FrameView, line_operands, method_receivers, walk_frames
 from ipydevice.collect.namespace import code_names
+from ipydevice.collect.roots import prefer_held_roots
 from ipydevice.collect.scan import Scan
+from ipydevice.collect.traced import add_traced_operands
+from ipydevice.collect.wrapped import attach_sources
 
-__all__ = ["collect"]
+__all__ = ["collect", "failing_views"]
+
+
+def failing_views(
+    original: BaseException, framed: BaseException, exc: BaseException, max_frames: int
+) -> tuple[list[FrameView], list[FrameView]]:
+    """The frames of ``framed`` a diagnosis reads, each wrapped code's text attached
+    (:mod:`ipydevice.collect.wrapped`); and, when a library re-raised the device error
+    ``exc`` as its own (``raise ... from err``), the frames of the error the user got
+    (``original``): the user's loops around the call are there."""
+    views = attach_sources(failing_frames(original, framed, max_frames))
+    around = walk_frames(original.__traceback__, max_frames) if original is not exc else []
+    return views, around
 
 
 def collect(
-    views: list[FrameView], namespace: Mapping[str, Any], settings: _settings.Settings
+    views: list[FrameView],
+    namespace: Mapping[str, Any],
+    settings: _settings.Settings,
+    original: BaseException | None = None,
+    message: str = "",
 ) -> Scan:
-    """Scans what the frames hold, innermost first, then names it from ``namespace``."""
+    """Scans what the frames hold, innermost first, then names it from ``namespace``;
+    for an error torch.compile raised (``original``, its ``message``), what the traced
+    code read too."""
     scan = Scan(settings)
     scan.namespace = namespace
     # the cell's (or script's) top-level code first, then the functions it called
@@ -46,6 +68,10 @@ def collect(
             _collect_library_frame(scan, view, consumed=index in failing)
     scan.adopt_chain(chain)
     scan.name_from(namespace, deep=False)  # deeper names: engine.name_in_depth
+    if original is not None and is_compile_error(original):
+        add_traced_operands(scan, original, user_code_locations(message), namespace)
+        scan.name_from(namespace, deep=False)
+        prefer_held_roots(scan, namespace)
     return scan
 
 

@@ -12,8 +12,9 @@ from types import CodeType
 from typing import Any
 
 from ipydevice._debug import contain
+from ipydevice.collect.frames import FrameView
 
-__all__ = ["code_names", "read_slice", "user_namespace"]
+__all__ = ["code_names", "default_namespace", "read_slice", "user_namespace"]
 
 #: code objects looked at for the names one frame's code reads (its nested ones too)
 _MAX_CODES = 64
@@ -121,3 +122,20 @@ def read_slice(
         if note not in notes:
             notes.append(note)
     return keys, values, first
+
+
+def default_namespace(views: list[FrameView]) -> Mapping[str, Any]:
+    """IPython's ``user_ns`` in IPython, else the ``__main__`` globals the traceback
+    went through (a script run by ``runpy`` has its own), else ``__main__``'s."""
+    if sys.modules.get("IPython") is None or not _in_ipython():
+        for view in views:
+            if view.frame.f_globals.get("__name__") == "__main__":
+                return view.frame.f_globals
+    return user_namespace()
+
+
+def _in_ipython() -> bool:
+    try:
+        return sys.modules["IPython"].get_ipython() is not None
+    except Exception:
+        return False

@@ -21,7 +21,6 @@ import contextlib
 import gc
 import sys
 from collections.abc import Iterator, Mapping, Sequence
-from types import TracebackType
 from typing import Any
 
 from ipydevice import (
@@ -32,17 +31,15 @@ from ipydevice import settings as _settings
 from ipydevice._debug import contain, failure_line
 from ipydevice.audits.common import unwrapped
 from ipydevice.audits.explain import explaining_audits
-from ipydevice.collect import compiled, wrapped
+from ipydevice.collect import compiled
 from ipydevice.collect.derived import name_sources
-from ipydevice.collect.failing import collect
-from ipydevice.collect.frames import FrameView, walk_frames
-from ipydevice.collect.namespace import user_namespace
+from ipydevice.collect.failing import collect, failing_views
+from ipydevice.collect.frames import FrameView
+from ipydevice.collect.namespace import default_namespace, user_namespace
 from ipydevice.collect.owners import name_owners
 from ipydevice.collect.probe import class_name, metadata_reads
-from ipydevice.collect.roots import prefer_held_roots
 from ipydevice.collect.scan import Scan
 from ipydevice.collect.siblings import add_siblings
-from ipydevice.collect.traced import add_traced_operands
 from ipydevice.diagnosis.advice import advice
 from ipydevice.diagnosis.carried import attach
 from ipydevice.diagnosis.culprits import Analysis, analyse, device_variable, off_target
@@ -202,19 +199,11 @@ def _diagnosed(
     settings = _settings.current()
     # a group's member that was never raised: the frames the group was raised from
     framed = exc if exc.__traceback__ is not None or outer is None else outer
-    views = wrapped.attach_sources(compiled.failing_frames(original, framed, settings.max_frames))
-    # The device error a library re-raised as its own (``raise ... from err``): the
-    # user's loops around the call are in the frames of the error the user got.
-    around = walk_frames(original.__traceback__, settings.max_frames) if original is not exc else []
+    views, around = failing_views(original, framed, exc, settings.max_frames)
     try:
         with _collector_paused(), metadata_reads():
             names = namespace if namespace is not None else default_namespace(views)
-            scan = collect(views, names, settings)
-            if compiled.is_compile_error(original):  # what the traced code read
-                locations = compiled.user_code_locations(message_of(original))
-                add_traced_operands(scan, original, locations, names)
-                scan.name_from(names, deep=False)
-                prefer_held_roots(scan, names)
+            scan = collect(views, names, settings, original, message_of(original))
             analysis = analyse_named(facts, scan, views, names, around)
             fixes = propose_fixes(facts, analysis, scan, views)
             causes, fixes, failed = explaining_audits(analysis, fixes, facts, names)
@@ -373,23 +362,6 @@ def _base_fields(exc: BaseException, facts: MessageFacts) -> dict[str, Any]:
     }
 
 
-def default_namespace(views: list[FrameView]) -> Mapping[str, Any]:
-    """IPython's ``user_ns`` in IPython, else the ``__main__`` globals the traceback
-    went through (a script run by ``runpy`` has its own), else ``__main__``'s."""
-    if sys.modules.get("IPython") is None or not _in_ipython():
-        for view in views:
-            if view.frame.f_globals.get("__name__") == "__main__":
-                return view.frame.f_globals
-    return user_namespace()
-
-
-def _in_ipython() -> bool:
-    try:
-        return sys.modules["IPython"].get_ipython() is not None
-    except Exception:
-        return False
-
-
 def name_in_depth(
     scan: Scan,
     analysis: Analysis,
@@ -417,10 +389,3 @@ def name_in_depth(
     # Sources over derived locals: ``a = self.table[t]`` is ``helper.table``.
     owned |= name_sources(scan, views or [], namespace, wanted)
     return owned or any(entry.named and key not in before for key, entry in scan.entries.items())
-
-
-def diagnose_traceback(exc_type: type, value: BaseException, tb: TracebackType | None) -> Diagnosis:
-    """:func:`diagnose` for ``sys.excepthook``-style arguments."""
-    if value.__traceback__ is None and tb is not None:
-        value = value.with_traceback(tb)
-    return diagnose(value)
