@@ -1549,7 +1549,7 @@ def _exiting_optimizer() -> Any:
 PLAIN = (str, int, float, bool, type(None))
 
 #: Modules whose dataclasses are ipydevice's plain data.
-MODEL_MODULES = ("ipydevice.model", "ipydevice.collect.inventory")
+MODEL_MODULES = ("ipydevice.model",)
 
 
 def plain_violations(value: Any, where: str = "d", depth: int = 0) -> list[str]:
