@@ -13,12 +13,11 @@ return CPU tensors and move each batch in the training loop. The source is read
 from __future__ import annotations
 
 import ast
-import inspect
-import linecache
 from typing import Any
 
 from ipydevice import registry
 from ipydevice._debug import contain
+from ipydevice.code.statements import code_tree
 from ipydevice.collect import probe
 from ipydevice.collect.frames import is_user_file
 from ipydevice.collect.paths import format_path
@@ -47,17 +46,11 @@ def device_transfers(func: Any) -> list[tuple[int, str]]:
     code = getattr(func, "__code__", None)
     if code is None or not is_user_file(code.co_filename):
         return []
-    lines = linecache.getlines(code.co_filename)[code.co_firstlineno - 1 :][:MAX_LINES]
-    if not lines:
+    last = max((line for _, _, line in code.co_lines() if line), default=0)
+    parsed = code_tree(code) if last - code.co_firstlineno < MAX_LINES else None
+    if parsed is None:
         return []
-    lines = [ln if ln.endswith("\n") else ln + "\n" for ln in lines]
-    try:
-        block = "".join(inspect.getblock(lines))
-        indented = block[:1] in " \t"
-        tree = ast.parse("if 1:\n" + block if indented else block)
-    except (SyntaxError, ValueError, IndexError, MemoryError, RecursionError):
-        return []
-    offset = code.co_firstlineno - (2 if indented else 1)
+    tree, offset = parsed
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):

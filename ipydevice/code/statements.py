@@ -12,7 +12,9 @@ from __future__ import annotations
 import ast
 import functools
 import inspect
+import linecache
 from collections.abc import Iterator, Sequence
+from types import CodeType
 from typing import Any
 
 from ipydevice._debug import contain
@@ -20,6 +22,7 @@ from ipydevice._debug import contain
 __all__ = [
     "bound_names",
     "chain_text",
+    "code_tree",
     "file_tree",
     "header_nodes",
     "index_nodes",
@@ -30,6 +33,15 @@ __all__ = [
     "receivers",
     "statement_at",
 ]
+
+
+def code_tree(code: CodeType, globals_: Any = None) -> tuple[ast.AST, int] | None:
+    """The block of a function's code (``def`` and body) from its file or cell,
+    parsed once per text, and the offset of its lines in the file."""
+    lines = linecache.getlines(code.co_filename, globals_)
+    if not lines:
+        return None
+    return parse_block(code.co_filename, code.co_firstlineno, False, len(lines), tuple(lines))
 
 
 def file_tree(filename: str, lines: Sequence[str]) -> ast.AST | None:
@@ -53,7 +65,7 @@ def parse_block(
             # indented block under a dummy ``if`` instead of dedenting it.
             return ast.parse("if 1:\n" + text), first - 2
         return ast.parse(text), first - 1
-    except (SyntaxError, ValueError, IndexError, TypeError):
+    except (SyntaxError, ValueError, IndexError, TypeError, MemoryError, RecursionError):
         return None
 
 

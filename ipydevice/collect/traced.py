@@ -15,14 +15,13 @@ and moved like an operand of a plain cell.
 from __future__ import annotations
 
 import ast
-import functools
 import linecache
 import types
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 from ipydevice._debug import contain
-from ipydevice.code.statements import load_chains, statement_at
+from ipydevice.code.statements import file_tree, load_chains, statement_at
 from ipydevice.collect import probe
 from ipydevice.collect.frames import FrameView, resolvable_prefix, walk_frames
 from ipydevice.collect.paths import Path
@@ -208,14 +207,5 @@ def _statement(function: types.FunctionType, lineno: int) -> ast.stmt | None:
     """The statement at ``lineno`` of the file or cell that defines ``function``."""
     code = function.__code__
     lines = linecache.getlines(code.co_filename, function.__globals__)
-    tree = _parsed(tuple(lines)) if lines else None
+    tree = file_tree(code.co_filename, lines) if lines else None
     return statement_at(tree, lineno) if tree is not None else None
-
-
-@functools.lru_cache(maxsize=32)
-def _parsed(lines: tuple[str, ...]) -> ast.AST | None:
-    """A file or cell parsed once (a loop's errors come back to the same file)."""
-    try:
-        return ast.parse("".join(lines))
-    except (SyntaxError, ValueError):
-        return None

@@ -22,12 +22,11 @@ from __future__ import annotations
 
 import ast
 import dataclasses
-import functools
 import linecache
 from types import CodeType
 
 from ipydevice._debug import contain
-from ipydevice.code.statements import header_nodes, statement_at
+from ipydevice.code.statements import file_tree, header_nodes, statement_at
 from ipydevice.collect import probe
 from ipydevice.collect.frames import FrameView, failing_statement, safe_value
 
@@ -137,7 +136,7 @@ def _fits(code: CodeType, lineno: int, lines: tuple[str, ...]) -> bool:
     """The statement at ``lineno`` of ``lines`` reads only names ``code`` knows."""
     if not 0 < lineno <= len(lines):
         return False
-    tree = _parsed(lines)
+    tree = file_tree(code.co_filename, lines)
     if tree is None:
         return False
     stmt = statement_at(tree, lineno)
@@ -151,11 +150,3 @@ def _fits(code: CodeType, lineno: int, lines: tuple[str, ...]) -> bool:
         if isinstance(node, ast.Name)
     }
     return bool(used) and used <= known
-
-
-@functools.lru_cache(maxsize=64)
-def _parsed(lines: tuple[str, ...]) -> ast.AST | None:
-    try:
-        return ast.parse("".join(lines))
-    except (SyntaxError, ValueError):
-        return None

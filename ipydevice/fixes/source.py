@@ -17,13 +17,12 @@ Each fix carries file, first and last line, the original text and the replacemen
 from __future__ import annotations
 
 import ast
-import inspect
 import linecache
 from typing import Any
 
 from ipydevice.code.cells import source_location
 from ipydevice.code.rewrite import add_keyword, drop_device_comments, replace_span, segment
-from ipydevice.code.statements import iter_statements
+from ipydevice.code.statements import code_tree, iter_statements
 from ipydevice.collect import probe
 from ipydevice.collect.frames import FrameView, frame_tree, is_user_file
 from ipydevice.collect.scan import Entry, Scan
@@ -341,18 +340,10 @@ class FrameLike:
 
 
 def _self_assignment(code: Any, name: str) -> tuple[FrameLike, ast.stmt, int] | None:
-    lines = linecache.getlines(code.co_filename)
-    if not lines:
+    parsed = code_tree(code)
+    if parsed is None:
         return None
-    try:
-        block = "".join(inspect.getblock(lines[code.co_firstlineno - 1 :]))
-        tree, offset = (
-            (ast.parse("if 1:\n" + block), code.co_firstlineno - 2)
-            if block[:1] in " \t"
-            else (ast.parse(block), code.co_firstlineno - 1)
-        )
-    except (SyntaxError, ValueError, IndexError):
-        return None
+    tree, offset = parsed
     for node in ast.walk(tree):
         if isinstance(node, (ast.Assign, ast.AnnAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
@@ -481,16 +472,11 @@ def factory_fixes(cls: type) -> list[tuple[str, Fix]]:
 
 
 def _factories_in(code: Any, label: str) -> list[tuple[str, Fix]]:
+    parsed = code_tree(code)
+    if parsed is None:
+        return []
+    tree, offset = parsed
     lines = [ln if ln.endswith("\n") else ln + "\n" for ln in linecache.getlines(code.co_filename)]
-    if not lines:
-        return []
-    try:
-        block = "".join(inspect.getblock(lines[code.co_firstlineno - 1 :]))
-        indented = block[:1] in " \t"
-        tree = ast.parse("if 1:\n" + block if indented else block)
-    except (SyntaxError, ValueError, IndexError):
-        return []
-    offset = code.co_firstlineno - (2 if indented else 1)
     args = [a for a in code.co_varnames[1 : code.co_argcount] if a.isidentifier()]
     device = f"{args[0]}.device" if args else "next(self.parameters()).device"
     out = []
