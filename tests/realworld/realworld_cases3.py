@@ -52,6 +52,7 @@ CASES: list[Case] = [
         checks=("xt",),
         fake=False,
         standin=True,
+        xfail="issue 27 mechanism 1: the indexing wording's target (cpu) is taken from the indexed schedule; the timesteps `t` are named and moved to the CPU",
     ),
     Case(
         id="extract-gathers-a-schedule-kept-as-attribute",
@@ -129,6 +130,7 @@ CASES: list[Case] = [
         checks=("loss",),
         fake=False,
         standin=True,
+        xfail="issue 27 mechanism 1: `labels` named and moved to the CPU (the indexed table's device); the next line then fails",
     ),
     Case(
         id="memory-bank-indexed-by-knn-indices",
@@ -154,6 +156,7 @@ CASES: list[Case] = [
         checks=("anomaly",),
         fake=False,
         standin=True,
+        xfail="issue 27 mechanism 1: `knn_idx` named, target cpu; the fixed cell fails on the next line",
     ),
     Case(
         id="index-add-into-an-accumulator-made-without-device",
@@ -194,6 +197,7 @@ CASES: list[Case] = [
         checks=("density",),
         fake=False,
         standin=True,
+        xfail="issue 27 mechanism 1: index_put_(accumulate=True)'s operands are not traced: no culprit, no fix",
     ),
     # -- 2. tensors no variable names -----------------------------------------------------
     Case(
@@ -217,6 +221,7 @@ CASES: list[Case] = [
         cell="q_rot = apply_rope(q)\n",
         culprit="rope_table(x.shape[-2], x.shape[-1]) in apply_rope",
         checks=("q_rot",),
+        xfail="issue 27 mechanism 2: an lru_cache helper's return value: no culprit, no fix",
     ),
     Case(
         id="causal-mask-from-a-functools-cache",
@@ -266,6 +271,7 @@ CASES: list[Case] = [
         cell="y = norm(images)\n",
         culprit="Normalize.MEAN",
         checks=("y",),
+        xfail="issue 27 mechanism 2: a class-level constant read through self: no culprit, no fix",
     ),
     Case(
         id="base-class-constant-read-through-self",
@@ -289,6 +295,7 @@ CASES: list[Case] = [
         cell="post = head(feats)\n",
         culprit="PriorHead.PRIOR",
         checks=("post",),
+        xfail="issue 27 mechanism 2: a base class's constant read through self: no culprit, no fix",
     ),
     Case(
         id="default-argument-normalisation-stats",
@@ -351,6 +358,7 @@ CASES: list[Case] = [
         checks=("kl",),
         fake=False,
         standin=True,
+        xfail="issue 27 mechanism 3: a Normal prior kept as attribute: named in the frame's terms (`self.prior.loc in VAE.forward`), no fix",
     ),
     Case(
         id="flow-base-distribution-passed-to-the-model",
@@ -392,6 +400,7 @@ CASES: list[Case] = [
         checks=("prior_logprob", "nll"),
         fake=False,
         standin=True,
+        xfail="issue 27 mechanism 3: `prior.covariance_matrix` named and moved alone, the MultivariateNormal not rebuilt: the re-run fails",
     ),
     Case(
         id="config-namespace-holds-the-anchors",
@@ -414,6 +423,7 @@ CASES: list[Case] = [
         """,
         culprit="cfg.anchors",
         checks=("wh",),
+        xfail="issue 27 mechanism 3: a SimpleNamespace's tensor named in the frame's terms (`cfg.anchors in decode_wh`), no fix",
     ),
     Case(
         id="pyro-model-samples-its-latent-on-cpu",
@@ -488,6 +498,7 @@ CASES: list[Case] = [
         fake=False,
         standin=True,
         needs=("gpytorch",),
+        xfail="issue 27 mechanism 4: named through the library's alias `mll.model` rather than the user's `gp` (the fix runs)",
     ),
     # -- 4. aliases -------------------------------------------------------------------------
     Case(
@@ -509,6 +520,7 @@ CASES: list[Case] = [
         cell="out = model(x)\n",
         culprit="mask",
         checks=("out",),
+        xfail="issue 27 mechanism 4: `mask` named, but the fix rebinds the global while the hook reads its closure cell: the re-run fails the same way",
     ),
     Case(
         id="default-argument-aliases-a-global-table",
@@ -530,6 +542,7 @@ CASES: list[Case] = [
         checks=("overlay",),
         fake=False,
         standin=True,
+        xfail="issue 27 mechanism 2: a default argument (the global `palette`) indexed by GPU labels: no culprit, no fix, target cpu",
     ),
     Case(
         id="helper-object-aliases-a-global-tensor",
