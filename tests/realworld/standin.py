@@ -19,7 +19,8 @@ A case on it says which GPU of its report ``openreg:0`` stands for.
   here. ``_copy_from`` moves bytes between the devices, so ``.to('cpu')``, ``.cpu()``,
   ``.item()``, ``bool()`` and printing read the real values.
 * PyTorch's composite kernels (``_pack_padded_sequence``, ``embedding``, ``_to_copy``)
-  run as they are, with their own checks and messages. Where an ``openreg`` and a CPU
+  run as they are (a convolution reaches ``convolution_overrideable``, which runs
+  ``convolution`` on the CPU views), with their own checks and messages. Where an ``openreg`` and a CPU
   tensor meet in an operator that reaches the fallback (a CPU kernel would not check
   them), the fallback raises what PyTorch's device checks raise: TensorIterator's
   "found at least two devices, openreg:0 and cpu!" for pointwise operators, the
@@ -292,6 +293,12 @@ def _copy_from_and_resize(src: torch.Tensor, dst: torch.Tensor) -> torch.Tensor:
     return dst
 
 
+def _convolution(*args: Any) -> Any:
+    """``convolution_overrideable``, where a backend without kernels of its own lands
+    (PyTorch's default raises): ``convolution`` on the CPU views, devices checked."""
+    return _fallback(torch.ops.aten.convolution.default, *args)
+
+
 def _set_storage(
     tensor: torch.Tensor,
     source: torch.UntypedStorage,
@@ -365,6 +372,7 @@ def install() -> None:
     kernels = torch.library.Library("aten", "IMPL")
     kernels.impl("_copy_from", _copy_from, "PrivateUse1")
     kernels.impl("_copy_from_and_resize", _copy_from_and_resize, "PrivateUse1")
+    kernels.impl("convolution_overrideable", _convolution, "PrivateUse1")
     kernels.impl("set_.source_Storage", _set_storage, "PrivateUse1")
     kernels.impl("set_.source_Storage_storage_offset", _set_storage, "PrivateUse1")
     fallback = torch.library.Library("_", "IMPL")

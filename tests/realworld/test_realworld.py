@@ -9,12 +9,17 @@ import pytest
 from realworld import RESULTS, format_rates, rates, run_case
 from realworld_cases import CASES
 from realworld_cases2 import CASES as CASES2
+from realworld_cases3 import CASES as CASES3A
+from realworld_cases3b import CASES as CASES3B
 
 pytest.importorskip("transformers")
 pytest.importorskip("peft")
 pytest.importorskip("accelerate")
 
 pytestmark = pytest.mark.realworld
+
+#: The third corpus (issue 27's blind batches).
+CASES3 = CASES3A + CASES3B
 
 #: The rates the first corpus must keep (they only go up).
 FLOORS = {
@@ -35,6 +40,20 @@ LIBRARIES2 = {
 }
 
 
+#: The libraries the third corpus covers (each in at least one case).
+LIBRARIES3 = {
+    "pyro",
+    "gpytorch",
+    "kornia",
+    "torchdiffeq",
+    "torch_ema",
+    "vector_quantize_pytorch",
+    "x_transformers",
+    "skorch",
+    "normflows",
+}
+
+
 def _available(need: str) -> bool:
     """A library the case imports, or ``python>=3.11`` (ExceptionGroup, TaskGroup)."""
     if need.startswith("python>="):
@@ -51,17 +70,17 @@ def _param(case):
     return pytest.param(case, id=case.id, marks=marks)
 
 
-@pytest.mark.parametrize("case", [_param(c) for c in CASES + CASES2])
+@pytest.mark.parametrize("case", [_param(c) for c in CASES + CASES2 + CASES3])
 def test_case(case):
     outcome = run_case(case)
     assert outcome.ok, outcome.explain()
 
 
 def test_cases_cite_public_reports():
-    ids = [c.id for c in CASES + CASES2]
+    ids = [c.id for c in CASES + CASES2 + CASES3]
     assert len(ids) == len(set(ids))
     assert len([c for c in CASES if not c.quiet]) >= 30
-    assert all(c.url.startswith("https://") for c in CASES + CASES2)
+    assert all(c.url.startswith("https://") for c in CASES + CASES2 + CASES3)
     covered = {n for c in CASES for n in c.classes}
     assert covered >= set(range(1, 10))
 
@@ -78,6 +97,19 @@ def test_second_corpus_is_new_and_covers_issue_17():
     assert all(c.xfail.startswith("class ") for c in CASES2 if c.xfail)
 
 
+def test_third_corpus_is_new_and_covers_issue_27():
+    """The first blind batch of issue 27: at least 30 device cases and 5 other errors,
+    each on a report the earlier corpora do not use, every mechanism of issue 27 and
+    every library the batch added."""
+    assert len([c for c in CASES3 if not c.quiet]) >= 30
+    assert len([c for c in CASES3 if c.quiet]) >= 5
+    earlier = {c.url for c in CASES + CASES2}
+    assert not [c.id for c in CASES3 if c.url in earlier]
+    assert {n for c in CASES3 for n in c.classes} >= set(range(1, 9))
+    assert {n for c in CASES3 for n in c.needs} >= LIBRARIES3
+    assert all(c.xfail.startswith("issue 27 mechanism ") for c in CASES3 if c.xfail)
+
+
 def _outcomes(cases):
     return [RESULTS.get(c.id) or run_case(c) for c in cases if _runnable(c)]
 
@@ -87,16 +119,20 @@ def _runnable(case):
 
 
 def test_rates(capsys):
-    """Both corpora's rates (printed for CI; an xfail case counts as wrong); cases not
-    run in this session run now. The first corpus keeps its floors; the second's
-    wrong cases are its xfails (test_case holds the others right)."""
+    """The corpora's rates (printed for CI; an xfail case counts as wrong); cases not
+    run in this session run now. The first corpus keeps its floors; the second's and
+    the third's wrong cases are their xfails (test_case holds the others right)."""
     outcomes = _outcomes(CASES)
     outcomes2 = _outcomes(CASES2)
+    outcomes3 = _outcomes(CASES3)
     with capsys.disabled():
         print("\n" + format_rates(outcomes))
         print(format_rates(outcomes2, "second real-library corpus"))
+        print(format_rates(outcomes3, "third real-library corpus"))
     for name, (right, total) in rates(outcomes).items():
         if name in FLOORS and total:
             assert right / total >= FLOORS[name], format_rates(outcomes)
     wrong = {o.case.id for o in outcomes2 if not o.ok}
     assert wrong <= {c.id for c in CASES2 if c.xfail}, format_rates(outcomes2)
+    wrong3 = {o.case.id for o in outcomes3 if not o.ok}
+    assert wrong3 <= {c.id for c in CASES3 if c.xfail}, format_rates(outcomes3)

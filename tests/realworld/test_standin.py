@@ -126,6 +126,18 @@ def test_composite_kernels_keep_their_own_checks():
     assert torch.equal(packed.data.cpu(), want.data)
 
 
+def test_convolutions_run_there_and_check_their_inputs():
+    conv = nn.Conv1d(2, 3, 3, padding=1)
+    x = torch.randn(1, 2, 5)
+    moved = copy.deepcopy(conv).to(NAME)
+    y = moved(x.to(NAME))
+    assert is_standin(y) and torch.allclose(y.cpu(), conv(x))
+    image = nn.Conv2d(1, 2, 1).to(NAME)(torch.randn(1, 1, 3, 3).to(NAME))
+    assert is_standin(image) and image.shape == (1, 2, 3, 3)
+    with pytest.raises(RuntimeError, match="weight is on openreg:0, different from other"):
+        moved(x)
+
+
 def test_the_bytes_go_with_the_last_tensor():
     gc.collect()
     before = len(_DATA)
