@@ -14,6 +14,9 @@ import io
 import re
 import tokenize
 
+from ipydevice.code.cells import source_location
+from ipydevice.model import Fix
+
 __all__ = [
     "add_keyword",
     "char_col",
@@ -21,6 +24,7 @@ __all__ = [
     "insert_lines_before",
     "parses",
     "replace_span",
+    "rewrite_fix",
     "segment",
 ]
 
@@ -119,3 +123,40 @@ def drop_device_comments(lines: list[str], start: int, end: int) -> list[str]:
             if kept:  # a comment alone on its line is the user's note about the block: kept
                 out[index] = kept + "\n"
     return out
+
+
+def rewrite_fix(
+    filename: str, lines: list[str], rewritten: list[str], title: str, cell: str = ""
+) -> Fix:
+    """A rewrite of ``lines`` as a :class:`~ipydevice.model.Fix`: a notebook cell
+    (``cell``, its label) is given whole (scope ``cell``); a file gets the smallest span
+    of lines that changed (scope ``source``, at ``file:line``)."""
+    if cell:
+        return Fix(
+            title=title,
+            code="".join(rewritten).rstrip("\n") + "\n",
+            scope="cell",
+            location=cell,
+            original="".join(lines),
+            filename=filename,
+            lineno=1,
+            end_lineno=len(lines),
+        )
+    start = 0
+    while start < min(len(lines), len(rewritten)) and lines[start] == rewritten[start]:
+        start += 1
+    end_old, end_new = len(lines), len(rewritten)
+    while end_old > start and end_new > start and lines[end_old - 1] == rewritten[end_new - 1]:
+        end_old, end_new = end_old - 1, end_new - 1
+    if end_old == start:  # pure insertion: show it with the line it precedes
+        end_old, end_new = end_old + 1, end_new + 1
+    return Fix(
+        title=title,
+        code="".join(rewritten[start:end_new]),
+        scope="source",
+        location=source_location(filename, start + 1),
+        original="".join(lines[start:end_old]),
+        filename=filename,
+        lineno=start + 1,
+        end_lineno=end_old,
+    )

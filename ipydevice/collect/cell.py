@@ -12,8 +12,9 @@ import copy
 import linecache
 from dataclasses import dataclass, field
 
-from ipydevice.code.cells import is_generated_source, source_location
+from ipydevice.code.cells import is_generated_source
 from ipydevice.code.rawcell import raw_cell, unmagic
+from ipydevice.code.rewrite import rewrite_fix
 from ipydevice.code.statements import bound_names, file_tree, header_nodes, statement_at
 from ipydevice.code.treefacts import tree_facts
 from ipydevice.collect.frames import FrameView, failing_statement, frame_tree
@@ -195,40 +196,8 @@ def cell_result(cell: Cell, rewritten: list[str], title: str) -> Fix:
     lines that changed, at ``file:line``."""
     filename = cell.view.summary.filename
     if not is_generated_source(filename) or not cell.view.is_module_level:
-        return _script_edit(cell, rewritten, title.replace(" in the cell", ""))
-    return Fix(
-        title=title,
-        code="".join(rewritten).rstrip("\n") + "\n",
-        scope="cell",
-        location=cell.view.label,
-        original="".join(cell.lines),
-        filename=filename,
-        lineno=1,
-        end_lineno=len(cell.lines),
-    )
-
-
-def _script_edit(cell: Cell, rewritten: list[str], title: str) -> Fix:
-    """The smallest span of lines that differs, as a source fix."""
-    old, new = cell.lines, rewritten
-    start = 0
-    while start < min(len(old), len(new)) and old[start] == new[start]:
-        start += 1
-    end_old, end_new = len(old), len(new)
-    while end_old > start and end_new > start and old[end_old - 1] == new[end_new - 1]:
-        end_old, end_new = end_old - 1, end_new - 1
-    if end_old == start:  # pure insertion: show it with the line it precedes
-        end_old, end_new = end_old + 1, end_new + 1
-    return Fix(
-        title=title,
-        code="".join(new[start:end_new]),
-        scope="source",
-        location=source_location(cell.view.summary.filename, start + 1),
-        original="".join(old[start:end_old]),
-        filename=cell.view.summary.filename,
-        lineno=start + 1,
-        end_lineno=end_old,
-    )
+        return rewrite_fix(filename, cell.lines, rewritten, title.replace(" in the cell", ""))
+    return rewrite_fix(filename, cell.lines, rewritten, title, cell.view.label)
 
 
 def calls_in(cell: Cell) -> list[ast.Call]:

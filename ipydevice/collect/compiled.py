@@ -44,7 +44,7 @@ from typing import Any, NamedTuple
 
 from ipydevice._debug import contain, debug_enabled
 from ipydevice.code.cells import cell_number, is_generated_source, source_location
-from ipydevice.code.rewrite import char_col, parses, replace_span, segment
+from ipydevice.code.rewrite import char_col, parses, replace_span, rewrite_fix, segment
 from ipydevice.collect import probe
 from ipydevice.collect.frames import (
     FrameView,
@@ -206,35 +206,8 @@ def rewritten_fix(
     if rewritten == lines or not parses("".join(rewritten)):
         return None
     filename = view.summary.filename
-    if is_generated_source(filename):
-        return Fix(
-            title=title,
-            code="".join(rewritten).rstrip("\n") + "\n",
-            scope="cell",
-            location=_cell_label(view),
-            original="".join(lines),
-            filename=filename,
-            lineno=1,
-            end_lineno=len(lines),
-        )
-    from ipydevice.code.cells import source_location
-
-    start = 0
-    while start < min(len(lines), len(rewritten)) and lines[start] == rewritten[start]:
-        start += 1
-    end_old, end_new = len(lines), len(rewritten)
-    while end_old > start and end_new > start and lines[end_old - 1] == rewritten[end_new - 1]:
-        end_old, end_new = end_old - 1, end_new - 1
-    return Fix(
-        title=title,
-        code="".join(rewritten[start:end_new]),
-        scope="source",
-        location=source_location(filename, start + 1),
-        original="".join(lines[start:end_old]),
-        filename=filename,
-        lineno=start + 1,
-        end_lineno=end_old,
-    )
+    label = _cell_label(view) if is_generated_source(filename) else ""
+    return rewrite_fix(filename, lines, rewritten, title, label)
 
 
 def _cell_label(view: FrameView) -> str:
