@@ -17,8 +17,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from ipydevice._debug import contain
 from ipydevice.collect import probe
@@ -32,20 +31,14 @@ from ipydevice.wording import plural
 __all__ = ["Census", "census", "parse_path"]
 
 
-@dataclass(eq=False)
-class Census:
-    """What the namespace holds, before the audits read it (transient).
-
-    Attributes:
-        inventory: the records, totals and names; no problems yet.
-        audited: the groups of scanned roots the audits read, one group for the
-            namespace listing, one per name inspected in depth.
-        notes: the scan's truncation and caveats; the audits add theirs.
-    """
+class Census(NamedTuple):
+    """What the namespace holds, before the audits read it (transient): the record
+    without problems, the groups of scanned roots the audits read (one for the
+    listing, one per name inspected in depth), and the notes the audits add to."""
 
     inventory: Inventory
-    audited: list[list[Entry]] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
+    audited: list[list[Entry]]
+    notes: list[str]
 
 
 def census(namespace: Mapping[str, Any], names: Any, include_private: bool) -> Census:
