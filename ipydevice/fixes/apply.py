@@ -41,13 +41,13 @@ def apply_steps(
     steps moved is put back, and the result says what happened."""
     if not steps:
         return ApplyResult(False, "this fix cannot be applied automatically: run or adapt its code")
-    refused = changed(made_for, namespace)
-    if refused:
-        return ApplyResult(False, refused)
     undo = Undo(namespace)
     done: list[str] = []
     name = ""
     try:
+        refused = changed(made_for, namespace)
+        if refused:
+            return ApplyResult(False, refused)
         touches = Touches(steps, namespace)
         for step in steps:
             name = format_path(step.path)

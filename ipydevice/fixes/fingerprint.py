@@ -18,18 +18,20 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import threading
+import types
 import weakref
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ipydevice._debug import contain
 from ipydevice.collect import probe
-from ipydevice.collect.paths import format_path, resolve
+from ipydevice.collect.paths import format_path, is_key
 from ipydevice.fixes.touches import MODULE_STEPS, Touches
 from ipydevice.model import Fix, Mark, Path
 
-__all__ = ["changed", "stamp"]
+__all__ = ["changed", "peek", "stamp"]
 
+_MAX_ITEMS = 64
 _lock = threading.RLock()  # a weak reference's callback may run in _token
 _counter = itertools.count(1)
 #: token -> weak reference; id(object) -> token (one token per live object)
@@ -56,7 +58,7 @@ def _touched(fix: Fix, namespace: Mapping[str, Any]) -> list[str]:
     if fix.scope != "namespace" or not any(s.action in MODULE_STEPS for s in fix.steps):
         return []
     try:
-        return Touches(fix.steps, namespace).warnings()
+        return Touches(fix.steps, namespace, peek).warnings()
     except Exception as exc:
         contain(exc)
         return []
@@ -68,15 +70,81 @@ def _marks(fix: Fix, namespace: Mapping[str, Any]) -> tuple[Mark, ...]:
         for path in (step.path, step.source):
             if path and path[0][0] == "name":
                 paths.setdefault(path)
+    holders = {s.path for s in fix.steps if s.action in ("mapping", "sequence")}
     marks = []
     for path in paths:
         try:
-            marks.append(mark(path, resolve(path, namespace)))
+            obj = peek(path, namespace)
+            marks.append(mark(path, obj))
+            if path in holders:  # the tensors it moves, each as it is now
+                marks.extend(mark((*path, ("item", k)), v) for k, v in _items(obj))
         except LookupError:
             continue
         except Exception as exc:
             contain(exc)
     return tuple(marks)
+
+
+def peek(path: Path, namespace: Mapping[str, Any]) -> Any:
+    """The object at ``path``, as :func:`~ipydevice.collect.paths.resolve` finds it,
+    read from instance dicts, module tables, slots and the items of dicts, lists
+    and tuples (in C): no property, ``__getattr__`` or ``__getitem__`` of the
+    user's runs while a diagnosis is made.
+
+    Raises:
+        LookupError: a step leads nowhere, or only through the user's code.
+    """
+    if not path or path[0][0] != "name":
+        raise LookupError("no namespace path")
+    try:
+        obj = namespace[path[0][1]]
+    except KeyError:
+        raise LookupError(path[0][1]) from None
+    for kind, key in path[1:]:
+        obj = _attr(obj, key) if kind == "attr" else _item(obj, key)
+    return obj
+
+
+def _attr(obj: Any, key: Any) -> Any:
+    state = probe.module_dict(obj)
+    if key in state:
+        return state[key]
+    for table in ("_parameters", "_buffers", "_modules"):
+        found = state.get(table)
+        if probe.is_a(found, dict) and dict.__contains__(found, key):
+            return dict.__getitem__(found, key)
+    slot = probe.class_attribute(type(obj), key)
+    if type(slot) is types.MemberDescriptorType:
+        try:
+            return slot.__get__(obj, type(obj))
+        except AttributeError:
+            pass
+    raise LookupError(key)
+
+
+def _item(obj: Any, key: Any) -> Any:
+    if probe.is_a(obj, dict):
+        if dict.__contains__(obj, key):
+            return dict.__getitem__(obj, key)
+    elif probe.is_a(obj, (list, tuple)) and type(key) is int:
+        try:
+            return (list if probe.is_a(obj, list) else tuple).__getitem__(obj, key)
+        except IndexError:
+            pass
+    elif probe.is_module(obj):  # ModuleList, Sequential, ModuleDict, ParameterList
+        return _attr(obj, str(key))
+    raise LookupError(key)
+
+
+def _items(holder: Any) -> list[tuple[Any, Any]]:
+    """The first tensors of a dict, list or tuple, with their str or int keys."""
+    if probe.is_a(holder, dict):
+        pairs = list(itertools.islice(dict.items(holder), _MAX_ITEMS))
+    elif probe.is_a(holder, (list, tuple)):
+        pairs = list(itertools.islice(enumerate(holder), _MAX_ITEMS))
+    else:
+        return []
+    return [(k, v) for k, v in pairs if is_key(k) and probe.is_tensor(v)]
 
 
 def mark(path: Path, obj: Any) -> Mark:
@@ -97,7 +165,7 @@ def changed(marks: Iterable[Mark], namespace: Mapping[str, Any]) -> str:
     for then in marks:
         name = format_path(then.path)
         try:
-            obj = resolve(then.path, namespace)
+            obj = peek(then.path, namespace)
         except LookupError:
             return f"not applied: {name} no longer exists; nothing was moved. {_AGAIN}"
         reason = _differs(name, then, obj)

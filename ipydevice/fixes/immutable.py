@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import types
 from collections.abc import Mapping
 from typing import Any, cast
 
@@ -25,6 +26,7 @@ from ipydevice.collect.paths import Path, assign, resolve
 
 __all__ = [
     "assign_rebuilding",
+    "field_value",
     "frozen_fields",
     "in_place",
     "rebuilt",
@@ -43,6 +45,21 @@ def frozen_fields(obj: Any) -> tuple[str, ...] | None:
         for name, field in fields.items()
         if getattr(field, "_field_type", None) is dataclasses._FIELD  # type: ignore[attr-defined]
     )
+
+
+def field_value(obj: Any, name: str) -> Any:
+    """A dataclass field's value from the instance dict or its slot (a member
+    descriptor, read in C: no property or ``__getattr__`` runs); None if unset."""
+    state = probe.module_dict(obj)
+    if name in state:
+        return state[name]
+    slot = probe.class_attribute(type(obj), name)
+    if type(slot) is not types.MemberDescriptorType:
+        return None
+    try:
+        return slot.__get__(obj, type(obj))
+    except AttributeError:  # an unset slot
+        return None
 
 
 def _frozen(obj: Any) -> dict[str, Any] | None:

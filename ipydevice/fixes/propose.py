@@ -42,7 +42,7 @@ from ipydevice.diagnosis.families.meta_device import meta_subtrees
 from ipydevice.diagnosis.family import MessageFacts
 from ipydevice.fixes.cell import Cell, cell_result, failed_cell, notebook_function
 from ipydevice.fixes.history import SPELLING, history_fixes, spell
-from ipydevice.fixes.immutable import frozen_fields, in_place, replace_is_safe
+from ipydevice.fixes.immutable import field_value, frozen_fields, in_place, replace_is_safe
 from ipydevice.fixes.rewrite import insert_lines_before, parses
 from ipydevice.fixes.source import source_fixes
 from ipydevice.fixes.treefacts import tree_facts
@@ -300,8 +300,7 @@ def _plan_frozen(plan: _Plan, holder: Entry, fields: tuple[str, ...], target: st
     (:func:`~ipydevice.fixes.immutable.replace_is_safe`), else a copy given the
     moved fields, as Apply does."""
     text = format_path(holder.path)
-    state = probe.module_dict(holder.obj)
-    moved = [f for f in fields if is_name(f) and probe.is_tensor(state.get(f))]
+    moved = [f for f in fields if is_name(f) and probe.is_tensor(field_value(holder.obj, f))]
     if not moved:
         return
     for name in moved:

@@ -17,7 +17,7 @@ hold now). Bounded: the first names of the namespace, the first tensors of each.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from ipydevice.collect import probe
@@ -30,13 +30,19 @@ __all__ = ["MODULE_STEPS", "Touches", "move_state"]
 
 _MAX_NAMES = 2_000
 _MAX_TENSORS = 100_000
+_MAX_OTHERS = 200  # models and optimizers looked into
 MODULE_STEPS = ("module_to", "to_empty", "load_state_dict")
 
 
 class Touches:
     """What a fix's steps touch beyond their own paths (see module docstring)."""
 
-    def __init__(self, steps: tuple[Step, ...], namespace: Mapping[str, Any]) -> None:
+    def __init__(
+        self,
+        steps: tuple[Step, ...],
+        namespace: Mapping[str, Any],
+        read: Callable[[Path, Mapping[str, Any]], Any] = resolve,
+    ) -> None:
         self.shared: list[tuple[str, str, str, int]] = []  # (layers, model, owner, count)
         self._namespace = namespace
         self._moved: list[tuple[str, Any]] = []  # (label, module or tensor)
@@ -47,7 +53,7 @@ class Touches:
         for step in steps:
             if step.action in MODULE_STEPS or step.action == "reassign":
                 try:
-                    obj = resolve(step.path, namespace)
+                    obj = read(step.path, namespace)
                 except LookupError:
                     continue
                 if probe.is_module(obj) or probe.is_tensor(obj):
@@ -61,9 +67,13 @@ class Touches:
         for label, obj in self._moved:
             for tensor in _tensors(obj):
                 tensors.setdefault(id(tensor), label)
+        others = 0
         for name, value in _names(namespace):
             if id(value) in roots or id(value) in modules:
                 continue
+            others += probe.is_module(value) or probe.is_optimizer(value)
+            if others > _MAX_OTHERS:
+                break
             if probe.is_module(value):
                 self._shared(name, value, modules, tensors)
             elif probe.is_optimizer(value) and (("name", name),) not in stated:
@@ -190,23 +200,59 @@ def _names(namespace: Mapping[str, Any]) -> list[tuple[str, Any]]:
 
 
 def _subs(module: Any) -> list[Any]:
-    return list(itertools.islice(module.modules(), _MAX_TENSORS))
+    """``module`` and its submodules, read from their ``_modules`` tables (no
+    method of the user's runs), each once, at most ``_MAX_TENSORS``."""
+    out: list[Any] = []
+    seen: set[int] = set()
+    stack = [module]
+    while stack and len(out) < _MAX_TENSORS:
+        sub = stack.pop()
+        if id(sub) in seen or not probe.is_module(sub):
+            continue
+        seen.add(id(sub))
+        out.append(sub)
+        stack.extend(v for _, v in _table(sub, "_modules") if v is not None)
+    return out
 
 
 def _tensors(obj: Any) -> list[Any]:
+    """A tensor itself, or a module's parameters and buffers (its submodules' too)."""
     if probe.is_tensor(obj):
         return [obj]
-    found = itertools.chain(obj.parameters(), obj.buffers())
-    return list(itertools.islice(found, _MAX_TENSORS))
+    if not probe.is_module(obj):
+        return []
+    found = (
+        t
+        for sub in _subs(obj)
+        for table in ("_parameters", "_buffers")
+        for _, t in _table(sub, table)
+        if t is not None
+    )
+    return _unique(found)
+
+
+def _unique(found: Iterator[Any]) -> list[Any]:
+    out: dict[int, Any] = {}
+    for tensor in itertools.islice(found, _MAX_TENSORS):
+        out.setdefault(id(tensor), tensor)
+    return list(out.values())
+
+
+def _table(module: Any, name: str) -> list[tuple[Any, Any]]:
+    found = probe.module_dict(module).get(name)
+    return list(dict.items(found)) if probe.is_a(found, dict) else []
 
 
 def _held(optimizer: Any) -> set[int]:
+    """The ids of the tensors ``optimizer`` updates, from its instance dict."""
     held: set[int] = set()
-    try:
-        for group in optimizer.param_groups:
-            held.update(id(p) for p in group["params"])
-    except Exception:
-        return set()
+    groups = probe.module_dict(optimizer).get("param_groups")
+    if not probe.is_a(groups, list):
+        return held
+    for group in itertools.islice(list.__iter__(groups), _MAX_NAMES):
+        params = dict.get(group, "params") if probe.is_a(group, dict) else None
+        if probe.is_a(params, list):
+            held.update(id(p) for p in itertools.islice(list.__iter__(params), _MAX_TENSORS))
     return held
 
 

@@ -147,12 +147,16 @@ class _ModuleState:
                 changed = True
             if param is None:
                 continue
+            if grad is not None and grad.device != grad_data.device:
+                # first: a gradient must be on its parameter's device; and alone, to be swapped
+                if param.grad is grad:
+                    param.grad = None
+                _restore_data(grad, grad_data)
+                changed = True
             changed |= _restore_data(param, data)
             if param.grad is not grad:
                 param.grad = grad
                 changed = True
-            if grad is not None:
-                changed |= _restore_data(grad, grad_data)
         for key, buffer in self.buffers:
             if module._buffers.get(key) is not buffer:
                 module._buffers[key] = buffer
