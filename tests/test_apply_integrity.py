@@ -293,6 +293,14 @@ def test_an_optimizer_whose_parameters_were_replaced_is_named():
     assert "make it again over model.parameters()" in result.message
 
 
+def test_an_optimizer_over_a_tensor_that_is_rebound_is_named():
+    # not a model: a leaf tensor the optimizer updates, replaced by its moved copy
+    w = torch.randn(3, requires_grad=True)
+    ns: dict[str, Any] = {"w": w, "opt": torch.optim.Adam([w])}
+    result = _fix(ns, Step("reassign", (("name", "w"),), "meta")).apply(ns)
+    assert result.ok and "opt still holds the old w, not the moved one" in result.message
+
+
 @pytest.fixture
 def swapping() -> Any:
     """``Module.to`` keeps the Parameter objects (swapped in place), as a move

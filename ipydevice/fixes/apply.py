@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ipydevice._debug import contain
 from ipydevice.collect import probe
 from ipydevice.collect.paths import format_path, resolve
 from ipydevice.fixes.fingerprint import changed
@@ -48,7 +49,7 @@ def apply_steps(
         refused = changed(made_for, namespace)
         if refused:
             return ApplyResult(False, refused)
-        touches = Touches(steps, namespace)
+        touches = _touches(steps, namespace)
         for step in steps:
             name = format_path(step.path)
             done.append(_ACTIONS[step.action](step, namespace, undo))
@@ -56,6 +57,15 @@ def apply_steps(
     except BaseException as exc:  # noqa: BLE001 - Ctrl-C too: put back, then say so
         return ApplyResult(False, _failed(exc, name, undo))
     return ApplyResult(True, "; ".join(done + notes), tuple(done))
+
+
+def _touches(steps: tuple[Step, ...], namespace: Mapping[str, Any]) -> Touches:
+    """What else the steps touch; an object that cannot be looked at only goes unnamed."""
+    try:
+        return Touches(steps, namespace)
+    except Exception as exc:
+        contain(exc)
+        return Touches((), namespace)
 
 
 def _failed(exc: BaseException, name: str, undo: Undo) -> str:

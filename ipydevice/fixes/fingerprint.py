@@ -25,7 +25,7 @@ from typing import Any
 
 from ipydevice._debug import contain
 from ipydevice.collect import probe
-from ipydevice.collect.paths import format_path, is_key
+from ipydevice.collect.paths import format_path
 from ipydevice.fixes.touches import MODULE_STEPS, Touches
 from ipydevice.model import Fix, Mark, Path
 
@@ -140,11 +140,14 @@ def _items(holder: Any) -> list[tuple[Any, Any]]:
     """The first tensors of a dict, list or tuple, with their str or int keys."""
     if probe.is_a(holder, dict):
         pairs = list(itertools.islice(dict.items(holder), _MAX_ITEMS))
-    elif probe.is_a(holder, (list, tuple)):
-        pairs = list(itertools.islice(enumerate(holder), _MAX_ITEMS))
+    elif probe.is_a(holder, list):
+        pairs = list(itertools.islice(enumerate(list.__iter__(holder)), _MAX_ITEMS))
+    elif probe.is_a(holder, tuple):
+        pairs = list(itertools.islice(enumerate(tuple.__iter__(holder)), _MAX_ITEMS))
     else:
         return []
-    return [(k, v) for k, v in pairs if is_key(k) and probe.is_tensor(v)]
+    # plain str and int keys only: a path holds plain data (no user's str subclass)
+    return [(k, v) for k, v in pairs if type(k) in (str, int) and probe.is_tensor(v)]
 
 
 def mark(path: Path, obj: Any) -> Mark:
