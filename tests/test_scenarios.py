@@ -11,7 +11,6 @@ fixes by running the setup with the proposed lines), and the failed cell re-run.
 from __future__ import annotations
 
 import dataclasses
-
 import textwrap
 from collections.abc import Callable
 

@@ -54,7 +54,7 @@ def apply_steps(
             name = format_path(step.path)
             done.append(_ACTIONS[step.action](step, namespace, undo))
         notes = touches.after(undo)
-    except BaseException as exc:  # noqa: BLE001 - Ctrl-C too: put back, then say so
+    except BaseException as exc:  # Ctrl-C too: put back, then say so
         return ApplyResult(False, _failed(exc, name, undo))
     return ApplyResult(True, "; ".join(done + notes), tuple(done))
 

@@ -110,7 +110,7 @@ def _attr(obj: Any, key: Any) -> Any:
     if key in state:
         return state[key]
     for table in ("_parameters", "_buffers", "_modules"):
-        found = state.get(table)
+        found: Any = state.get(table)
         if probe.is_a(found, dict) and dict.__contains__(found, key):
             return dict.__getitem__(found, key)
     slot = probe.class_attribute(type(obj), key)

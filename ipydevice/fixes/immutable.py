@@ -79,8 +79,7 @@ def replace_is_safe(obj: Any) -> bool:
     if fields is None or probe.class_attribute(type(obj), "__post_init__") is not None:
         return False
     return all(
-        getattr(field, "init", False)
-        and getattr(field, "_field_type", None) is dataclasses._FIELD  # type: ignore[attr-defined]
+        getattr(field, "init", False) and getattr(field, "_field_type", None) is dataclasses._FIELD  # type: ignore[attr-defined]
         for field in fields.values()
     )
 

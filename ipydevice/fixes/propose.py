@@ -333,8 +333,11 @@ def _plan_container(plan: _Plan, entry: Entry, target: str) -> None:
         plan.add(Step("reassign", entry.path, target), f"{text} = {text}.to({spell(target)})", text)
         return
     if in_place(obj):  # OrderedDict, defaultdict, a user's subclass: kept as it is
-        plan.add(Step("mapping" if probe.is_a(obj, dict) else "sequence", entry.path, target),
-                 _in_place_code(text, obj, target), text)
+        plan.add(
+            Step("mapping" if probe.is_a(obj, dict) else "sequence", entry.path, target),
+            _in_place_code(text, obj, target),
+            text,
+        )
         return
     if probe.is_a(obj, dict):
         code = f"{text} = {{k: v.to({spell(target)}) if torch.is_tensor(v) else v for k, v in {text}.items()}}"

@@ -185,7 +185,9 @@ def _within(
             at = (*path, child_step(probe.class_name(module), key))
             if id(sub) in modules:
                 found.append(format_path(at))
-                owner = owner or next((tensors[id(t)] for t in _tensors(sub) if id(t) in tensors), "")
+                owner = owner or next(
+                    (tensors[id(t)] for t in _tensors(sub) if id(t) in tensors), ""
+                )
             else:
                 stack.append((at, sub))
     return found, owner
@@ -239,18 +241,18 @@ def _unique(found: Iterator[Any]) -> list[Any]:
 
 
 def _table(module: Any, name: str) -> list[tuple[Any, Any]]:
-    found = probe.module_dict(module).get(name)
+    found: Any = probe.module_dict(module).get(name)
     return list(dict.items(found)) if probe.is_a(found, dict) else []
 
 
 def _held(optimizer: Any) -> set[int]:
     """The ids of the tensors ``optimizer`` updates, from its instance dict."""
     held: set[int] = set()
-    groups = probe.module_dict(optimizer).get("param_groups")
+    groups: Any = probe.module_dict(optimizer).get("param_groups")
     if not probe.is_a(groups, list):
         return held
     for group in itertools.islice(list.__iter__(groups), _MAX_NAMES):
-        params = dict.get(group, "params") if probe.is_a(group, dict) else None
+        params: Any = dict.get(group, "params") if probe.is_a(group, dict) else None
         if probe.is_a(params, list):
             held.update(id(p) for p in itertools.islice(list.__iter__(params), _MAX_TENSORS))
     return held
