@@ -28,6 +28,7 @@ __all__ = [
     "Fix",
     "FrameSummary",
     "Inventory",
+    "Mark",
     "ObjectRecord",
     "Problem",
     "Scope",
@@ -234,6 +235,32 @@ class Step:
 
 
 @dataclass(frozen=True, slots=True)
+class Mark:
+    """What a fix was made for at one path: Apply checks it at the click.
+
+    Attributes:
+        path: where the object was, from the user's namespace.
+        token: the key of a weak reference to the object (0: it takes none), so
+            that the object itself, not only one like it, is recognised.
+        ident: ``id()`` of the object then (a different one now means another object).
+        kind: the class, ``module.qualname``.
+        shape: for tensors, ``(3, 4)``; else empty.
+        dtype: for tensors; else empty.
+        device: for tensors; else empty.
+        size: ``len()`` of a dict, list or tuple; -1 for anything else.
+    """
+
+    path: Path
+    token: int = 0
+    ident: int = 0
+    kind: str = ""
+    shape: str = ""
+    dtype: str = ""
+    device: str = ""
+    size: int = -1
+
+
+@dataclass(frozen=True, slots=True)
 class ApplyResult:
     """What :meth:`Fix.apply` did."""
 
@@ -259,6 +286,8 @@ class Fix:
         filename: the file of a source or cell fix.
         lineno: first line replaced (1-based), 0 when not applicable.
         end_lineno: last line replaced.
+        made_for: what the steps were made for (see :class:`Mark`): Apply refuses
+            when a path now holds something else. Not part of equality.
     """
 
     title: str
@@ -270,6 +299,7 @@ class Fix:
     filename: str = ""
     lineno: int = 0
     end_lineno: int = 0
+    made_for: tuple[Mark, ...] = field(default=(), compare=False)
 
     @property
     def can_apply(self) -> bool:
@@ -281,9 +311,12 @@ class Fix:
 
         Objects are moved by reference (``.to()``, ``to_empty()``, reassignment into
         the namespace or the owning container); no generated code is ever run.
-        Never raises: a failure is reported in the result.
+        All or nothing: a path that holds something else than the fix was made
+        for is refused before anything moves, and a step that fails (or Ctrl-C)
+        puts back what the earlier ones moved. Never raises: a failure is
+        reported in the result.
         """
-        result: ApplyResult = _view("apply")(self.steps, namespace)
+        result: ApplyResult = _view("apply")(self.steps, namespace, self.made_for)
         return result
 
     def to_dict(self) -> dict[str, Any]:

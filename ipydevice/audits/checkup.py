@@ -50,6 +50,7 @@ from ipydevice.collect.entries import TENSOR_KINDS
 from ipydevice.collect.namespace import user_namespace
 from ipydevice.collect.paths import format_path
 from ipydevice.collect.scan import Entry, Scan
+from ipydevice.fixes.fingerprint import stamp
 from ipydevice.model import Finding, Fix, Problem
 from ipydevice.settings import current
 from ipydevice.wording import plural
@@ -131,7 +132,7 @@ def check(
         namespace = user_namespace()
     try:
         with probe.metadata_reads(), spelling_from(namespace):
-            return _check(objects, namespace, names)
+            return _made_for(_check(objects, namespace, names), namespace)
     except BaseException as failure:
         # What the user's objects or audits raise (SystemExit included) is
         # contained; a Ctrl-C stops the checkup and reaches the caller.
@@ -199,7 +200,12 @@ def watch(namespace: Mapping[str, Any], names: Iterable[str]) -> Checkup:
     """The cheap after-cell check: the model and the batch-like ``names`` a cell
     bound. Reads one parameter of the model, never all of them."""
     with probe.metadata_reads(), spelling_from(namespace):
-        return _watch(namespace, names)
+        return _made_for(_watch(namespace, names), namespace)
+
+
+def _made_for(checkup: Checkup, namespace: Mapping[str, Any]) -> Checkup:
+    """Each fix told what it was made for: Apply refuses when a path holds another object."""
+    return replace(checkup, fixes=stamp(checkup.fixes, namespace)) if checkup.fixes else checkup
 
 
 def _watch(namespace: Mapping[str, Any], names: Iterable[str]) -> Checkup:

@@ -45,7 +45,7 @@ def _aligned(raw: list[str], ran: list[str]) -> bool:
     """Line for line the cell that ran (the history keeps leading blank lines that
     IPython drops before running): each line is the same, or a magic for a call."""
     if raw and raw[0].startswith("%%"):
-        return True  # its body is placed by the code it ran (fixes.cell)
+        return True  # its body is placed by the code it ran (collect.cell)
     if len(raw) != len(ran):
         return False
     return all(

@@ -44,7 +44,7 @@ from ipydevice.diagnosis.culprits import (
 from ipydevice.diagnosis.families.meta_device import meta_subtrees
 from ipydevice.family import MessageFacts
 from ipydevice.fixes.history import SPELLING, history_fixes, spell
-from ipydevice.fixes.immutable import frozen_fields
+from ipydevice.fixes.immutable import field_value, frozen_fields, in_place, replace_is_safe
 from ipydevice.fixes.source import source_fixes
 from ipydevice.model import OPTIMIZER_STATE, Fix, Step
 
@@ -295,16 +295,24 @@ def _plan_tensor(plan: _Plan, entry: Entry, by_path: dict, target: str) -> None:
 
 
 def _plan_frozen(plan: _Plan, holder: Entry, fields: tuple[str, ...], target: str) -> None:
-    """A frozen dataclass is rebuilt with its tensors moved (it takes no assignment)."""
+    """A frozen dataclass is rebuilt with its tensors moved (it takes no assignment):
+    ``dataclasses.replace`` where that runs nothing the instance did not have
+    (:func:`~ipydevice.fixes.immutable.replace_is_safe`), else a copy given the
+    moved fields, as Apply does."""
     text = format_path(holder.path)
-    state = probe.module_dict(holder.obj)
-    moved = [f for f in fields if is_name(f) and probe.is_tensor(state.get(f))]
+    moved = [f for f in fields if is_name(f) and probe.is_tensor(field_value(holder.obj, f))]
     if not moved:
         return
     for name in moved:
         plan.steps.append(Step("reassign", (*holder.path, ("attr", name)), target))
-    changes = ", ".join(f"{f}={text}.{f}.to({spell(target)})" for f in moved)
-    plan.code.append(f"import dataclasses\n{text} = dataclasses.replace({text}, {changes})")
+    if replace_is_safe(holder.obj):
+        changes = ", ".join(f"{f}={text}.{f}.to({spell(target)})" for f in moved)
+        plan.code.append(f"import dataclasses\n{text} = dataclasses.replace({text}, {changes})")
+    else:  # __post_init__ or init=False fields: a copy keeps them as they are
+        sets = "".join(
+            f"\nobject.__setattr__({text}, {f!r}, {text}.{f}.to({spell(target)}))" for f in moved
+        )
+        plan.code.append(f"import copy\n{text} = copy.copy({text}){sets}")
     plan.names.append(text)
 
 
@@ -324,6 +332,13 @@ def _plan_container(plan: _Plan, entry: Entry, target: str) -> None:
     if not probe.is_a(obj, (dict, list, tuple)) and _has_own_to(obj):
         plan.add(Step("reassign", entry.path, target), f"{text} = {text}.to({spell(target)})", text)
         return
+    if in_place(obj):  # OrderedDict, defaultdict, a user's subclass: kept as it is
+        plan.add(
+            Step("mapping" if probe.is_a(obj, dict) else "sequence", entry.path, target),
+            _in_place_code(text, obj, target),
+            text,
+        )
+        return
     if probe.is_a(obj, dict):
         code = f"{text} = {{k: v.to({spell(target)}) if torch.is_tensor(v) else v for k, v in {text}.items()}}"
         plan.add(Step("mapping", entry.path, target), code, text)
@@ -341,8 +356,23 @@ def _plan_container(plan: _Plan, entry: Entry, target: str) -> None:
         plan.add(Step("sequence", entry.path, target), f"{text} = {text}._replace({moved})", text)
         return
     opener, closer = ("[", "]") if probe.is_a(obj, list) else ("tuple(", ")")
+    if type(obj) is not tuple and opener != "[":
+        opener = f"type({text})("  # a tuple subclass stays one
     code = f"{text} = {opener}t.to({spell(target)}) if torch.is_tensor(t) else t for t in {text}{closer}"
     plan.add(Step("sequence", entry.path, target), code, text)
+
+
+def _in_place_code(text: str, obj: Any, target: str) -> str:
+    """The loop that replaces a dict or list subclass's tensors in place."""
+    if probe.is_a(obj, dict):
+        return (
+            f"for k, v in list({text}.items()):\n"
+            f"    if torch.is_tensor(v):\n        {text}[k] = v.to({spell(target)})"
+        )
+    return (
+        f"for i, t in enumerate({text}):\n"
+        f"    if torch.is_tensor(t):\n        {text}[i] = t.to({spell(target)})"
+    )
 
 
 def _plan_module(plan: _Plan, entry: Entry, by_path: dict, target: str, scan: Scan) -> None:

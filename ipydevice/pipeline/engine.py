@@ -18,6 +18,7 @@ The live objects (frames, tensors, modules) are held by local variables of
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gc
 import sys
 from collections.abc import Iterator, Mapping, Sequence
@@ -48,6 +49,7 @@ from ipydevice.diagnosis.recognise import recognise
 from ipydevice.diagnosis.unwrap import Inner, last_line, unwrap
 from ipydevice.diagnosis.warned import heed_warnings
 from ipydevice.family import MessageFacts
+from ipydevice.fixes.fingerprint import stamp
 from ipydevice.fixes.propose import propose_fixes
 from ipydevice.model import Diagnosis, Finding, ObjectRecord, Snapshot
 from ipydevice.pipeline.remote import combined
@@ -158,6 +160,9 @@ def diagnose(
         return Diagnosis(is_device_error=False, notes=("no exception to diagnose",))
     try:
         diagnosis = _diagnosed(exc, namespace, warned=warned)
+        if namespace is not None and any(f.steps and not f.made_for for f in diagnosis.fixes):
+            # a worker's or a group's fixes, made in blocks: what they were made for
+            diagnosis = dataclasses.replace(diagnosis, fixes=stamp(diagnosis.fixes, namespace))
         if _settings.current().note:
             attach(exc, diagnosis)
         return diagnosis
@@ -210,6 +215,8 @@ def _diagnosed(
             traced = compiled.traced(
                 original, message_of(original), names, fixes, settings.max_fixes
             )
+            # what each fix was made for: Apply refuses when a path holds another object
+            traced = traced._replace(fixes=stamp(traced.fixes[: settings.max_fixes], names))
             return _snapshot(facts, base, scan, views, analysis, causes, traced, failed)
     except BaseException as failure:
         contain(failure)

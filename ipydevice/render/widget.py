@@ -356,7 +356,11 @@ def _handler(
 
 
 def _apply(fix: Fix, namespace: Namespace, say: Callable[..., None]) -> None:
-    result = fix.apply(namespace())  # the live namespace: reassignments must land in it
+    try:
+        result = fix.apply(namespace())  # the live namespace: reassignments must land in it
+    except KeyboardInterrupt:  # before the fix began (Fix.apply reports its own)
+        say("interrupted before anything moved: nothing was moved", False)
+        return
     if result.ok:
         say(f"{result.message}. Re-run the cell.", True)
     else:

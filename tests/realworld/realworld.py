@@ -348,7 +348,7 @@ def _first_fix_runs(case: Case, fix: Fix) -> tuple[bool, str]:
             if fix.scope == "namespace" and case.warns:
                 if not session.warned(case.failing)[1]:
                     return False, "no device warning before the fix"
-                result = fix.apply(session.ns)
+                result = dataclasses.replace(fix, made_for=()).apply(session.ns)  # cells run again
                 if not result.ok:
                     return False, f"apply: {result.message}"
                 exc, shown = session.warned(case.failing)
@@ -359,7 +359,7 @@ def _first_fix_runs(case: Case, fix: Fix) -> tuple[bool, str]:
                     return False, "the failed cell ran before the fix"
                 if not fix.can_apply:
                     return False, "the namespace fix cannot be applied"
-                result = fix.apply(session.ns)
+                result = dataclasses.replace(fix, made_for=()).apply(session.ns)  # cells run again
                 if not result.ok:
                     return False, f"apply: {result.message}"
                 session.run(case.failing)
