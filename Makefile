@@ -5,30 +5,51 @@ TORCH_INDEX ?=
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: demo tour test install browser docs-screenshots bench clean
+.PHONY: demo demo-prepare tour test install browser docs-screenshots bench clean
 
-$(VENV)/.installed: pyproject.toml
+# The venv, with torch first and pinned (a venv whose torch install failed is removed,
+# so the next run starts again). On Linux, PyPI's torch is the CUDA build: set
+# TORCH_INDEX=https://download.pytorch.org/whl/cpu for the CPU-only one.
+$(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	# torch first and pinned. On Linux, PyPI's torch is the CUDA build: set
-	# TORCH_INDEX=https://download.pytorch.org/whl/cpu for the CPU-only one.
-	$(PY) -m pip install -q $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) "$(TORCH)"
-	# The developer tools (ruff, mypy, build, twine) are the `dev` dependency group
-	# (pip 25.1 or later reads it), not part of the published extras.
+	$(PY) -m pip install -q $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) "$(TORCH)" \
+		|| { rm -rf $(VENV); exit 1; }
+
+# What the demo needs: ipydevice and JupyterLab (the `notebook` extra), nothing more.
+$(VENV)/.demo-installed: pyproject.toml | $(PY)
+	$(PY) -m pip install -q -e ".[notebook]"
+	touch $@
+
+# What the tests need: the `test`, `notebook`, `browser` and `realworld` extras, and
+# the developer tools (ruff, mypy, build, twine), the `dev` dependency group (pip
+# 25.1 or later reads it), not part of the published extras.
+$(VENV)/.installed: pyproject.toml | $(PY)
 	$(PY) -m pip install -q -e ".[test,notebook,browser,realworld]" --group dev
 	touch $@
 
 install: $(VENV)/.installed
 
-# The main job: JupyterLab on the quickstart notebook (no GPU needed). As root (Docker,
-# most cloud machines) JupyterLab needs --allow-root; JUPYTER_ARGS adds options
-# (e.g. JUPYTER_ARGS="--no-browser --port 8899").
+# The main job: JupyterLab on the quickstart notebook (no GPU needed). It runs on copies
+# of the notebooks in $(DEMO) (git-ignored), made when missing or older than the
+# repository's, so JupyterLab's autosave and your own notebooks never touch the tracked
+# ones. As root (Docker, most cloud machines) JupyterLab needs --allow-root; JUPYTER_ARGS
+# adds options (e.g. JUPYTER_ARGS="--no-browser --port 8899").
 JUPYTER_ARGS ?=
-demo: $(VENV)/.installed
-	$(VENV)/bin/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root) $(JUPYTER_ARGS) notebooks/01-quickstart.ipynb
+DEMO ?= .demo
+DEMO_COPIES := $(patsubst notebooks/%,$(DEMO)/%,$(wildcard notebooks/*.ipynb))
+
+$(DEMO)/%.ipynb: notebooks/%.ipynb
+	@mkdir -p $(DEMO)
+	cp $< $@
+
+demo-prepare: $(VENV)/.demo-installed $(DEMO_COPIES)
+
+demo: demo-prepare
+	cd $(DEMO) && $(abspath $(VENV))/bin/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root) $(JUPYTER_ARGS) 01-quickstart.ipynb
 
 # The same scenarios as a terminal tour.
-tour: $(VENV)/.installed
+tour: $(VENV)/.demo-installed
 	$(PY) -m ipydevice demo
 
 # Everything: unit, IPython, kernel, notebook and browser tests. Chromium comes
@@ -36,8 +57,8 @@ tour: $(VENV)/.installed
 test: $(VENV)/.installed
 	scripts/install-browser.sh $(VENV)
 	# Two processes for everything but the browser tests (they share one JupyterLab).
-	IPYDEVICE_DEBUG=1 $(PY) -m pytest -n 2 -m "not browser"
-	IPYDEVICE_DEBUG=1 $(PY) -m pytest -m browser
+	IPYDEVICE_DEBUG=1 $(PY) -m pytest -n 2 -m "not browser" --durations=25
+	IPYDEVICE_DEBUG=1 $(PY) -m pytest -m browser --durations=25
 
 browser: $(VENV)/.installed
 	scripts/install-browser.sh $(VENV)
@@ -53,4 +74,4 @@ bench: $(VENV)/.installed
 	$(PY) benchmarks/run.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis artifacts
+	rm -rf $(VENV) .pytest_cache .hypothesis artifacts $(DEMO)

@@ -17,6 +17,7 @@ writes them to ``docs/``.
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import time
@@ -520,4 +521,77 @@ def test_a_widget_reused_for_a_later_error_moves_its_buttons_there(
     expect(first.locator(".ipydevice-status")).to_contain_text("moved x", timeout=10_000)
     last = run_cell(page, 2 + len(fails)).locator(".jp-OutputArea-output").last
     expect(last).to_contain_text("RERUN OK meta")
+    assert page.errors == []  # type: ignore[attr-defined]
+
+
+CLICK_ORDERS = list(itertools.permutations(("copy", "insert", "apply")))
+
+
+def _click_in_order(page: Any, failing: Any, order: tuple[str, ...], target: str) -> None:
+    """Clicks the header's Copy, Insert and Apply in ``order``; each says it worked."""
+    from playwright.sync_api import expect
+
+    actions = failing.locator(".ipydevice-header .ipydevice-actions")
+    status = actions.locator(".ipydevice-status")
+    for button in order:
+        cells = page.locator(CELLS).count()
+        actions.locator(f".ipydevice-{button}").click()
+        if button == "copy":
+            said = re.compile("copied to the clipboard|could not copy")
+        elif button == "insert":
+            said = re.compile("added as a new cell below this one")
+        else:
+            said = re.compile(f"moved x to {target}")
+        expect(status).to_contain_text(said, timeout=20_000)
+        if button == "insert":
+            expect(page.locator(CELLS)).to_have_count(cells + 1)
+
+
+def _index_of(cells: list[str], text: str) -> int:
+    """The index of the first cell whose source holds ``text`` (JupyterLab renders the
+    cells on screen only: the index comes from the notebook file)."""
+    return next(i for i, source in enumerate(cells) if text in source)
+
+
+def test_the_quickstart_clicked_in_every_order_on_its_fake_cuda(
+    server: JupyterServer, page: Any
+) -> None:
+    """notebooks/01-quickstart.ipynb itself, on its own fake CUDA (a FakeTensorMode the
+    cell enters): Copy, Insert and Apply in each of the six orders, the failing cell run
+    again before each. JupyterLab sends a widget's second and later messages over a
+    kernel subshell, another thread than the cells', where torch's per-thread mode is
+    off: Apply after Copy or Insert must still move x to the fake cuda:0."""
+    import json
+
+    from playwright.sync_api import expect
+
+    notebook = REPO / "notebooks" / "01-quickstart.ipynb"
+    cells = ["".join(cell["source"]) for cell in json.loads(notebook.read_text())["cells"]]
+    name = server.add(notebook)
+    open_notebook(page, server.url(f"lab/tree/{name}?reset"))
+    run_cell(page, _index_of(cells, "%load_ext ipydevice"))
+    setup = _index_of(cells, "FakeTensorMode(")
+    failing_index = _index_of(cells, "out = model(x)")
+    for order in CLICK_ORDERS:
+        run_cell(page, setup)  # x on the CPU again (and the mode entered once more)
+        failing = _failing_cell(page, failing_index)
+        _click_in_order(page, failing, order, "cuda:0")
+    # Each Insert added a cell below the failed one.
+    runs = run_cell(page, _index_of(cells, 'print("it runs:"') + len(CLICK_ORDERS))
+    expect(runs.locator(".jp-OutputArea-output").last).to_contain_text("it runs: (8, 2) on cuda:0")
+    assert page.errors == []  # type: ignore[attr-defined]
+
+
+def test_meta_clicked_in_every_order(server: JupyterServer, page: Any, tmp_path: Path) -> None:
+    """The same six orders with ``meta`` standing in for the GPU (no mode involved)."""
+    from playwright.sync_api import expect
+
+    name = _notebook(server, tmp_path, "meta-orders.ipynb", MISMATCH_CELLS, raises=(2,))
+    open_notebook(page, server.url(f"lab/tree/{name}?reset"))
+    run_cell(page, 0)
+    for order in CLICK_ORDERS:
+        run_cell(page, 1)
+        _click_in_order(page, _failing_cell(page, 2), order, "meta")
+    rerun = run_cell(page, _index_of(MISMATCH_CELLS, "RERUN OK") + len(CLICK_ORDERS))
+    expect(rerun.locator(".jp-OutputArea-output").last).to_contain_text("RERUN OK meta")
     assert page.errors == []  # type: ignore[attr-defined]

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import io
 import pickle
 import subprocess
 import sys
 import textwrap
 import traceback
+from fractions import Fraction
+from typing import Any
 
 import pytest
+from mentions import mentions_ipydevice
 
 import ipydevice
 from ipydevice import settings
@@ -29,6 +33,20 @@ def _device_error() -> BaseException:
     raise AssertionError("no device error")
 
 
+class _PlainData(pickle.Unpickler):
+    """Unpickles dicts, lists, strings and numbers only: any class is refused."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        raise pickle.UnpicklingError(f"not plain data: {module}.{name}")
+
+
+def test_the_plain_data_check_refuses_a_class() -> None:
+    """The check above refuses what pickle would rebuild from a module, ipydevice's or not."""
+    for value in ({"where": carried.payload}, {"fix": [textwrap.dedent]}, {"n": Fraction(1, 3)}):
+        with pytest.raises(pickle.UnpicklingError, match="not plain data"):
+            _PlainData(io.BytesIO(pickle.dumps(value))).load()
+
+
 def _attached() -> BaseException:
     exc = _device_error()
     diagnosis = ipydevice.diagnose(exc, namespace={})
@@ -42,8 +60,10 @@ def test_the_note_and_payload_survive_pickling_and_show_in_the_traceback() -> No
     assert data is not None and data["where"] == "rank 1/2" and data["family"]
     assert data["culprits"][0]["name"] == "batch in _device_error"
     assert data["culprits"][0]["device"] == "cpu"
-    # plain data only: it unpickles where ipydevice is not even importable
-    assert "ipydevice" not in str(pickle.dumps(data))
+    # plain data only (no class of ipydevice's, or of any module): it unpickles where
+    # ipydevice is not even importable. Its text holds this file's path, which may hold
+    # the word ipydevice (a clone named after the project).
+    assert _PlainData(io.BytesIO(pickle.dumps(data))).load() == data
     back = pickle.loads(pickle.dumps(exc))
     assert carried.payload(back) == data
     text = "".join(traceback.format_exception(back))
@@ -174,3 +194,23 @@ def test_notes_are_read_back_under_a_launchers_prefix() -> None:
         (parsed,) = carried.parse_notes(text + "\nafter")
         assert parsed["where"] == "rank 1/2 (local 1)", prefix
         assert parsed["fix"]["code"].startswith("batch = "), prefix
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("ipydevice: scan failed (budget)", True),
+        ("ipydevice · device error", True),
+        ("- ipydevice -", True),
+        ("ipydevice (rank 1/2): `batch` is on cpu", True),
+        ('  File "/home/me/ipydevice/tests/test_x.py", line 3', False),
+        ("/srv/ipydevice/.venv/lib/python3.12/site-packages/torch/nn.py:12: UserWarning", False),
+        (r"C:\work\ipydevice\train.py", False),
+        ("ipydevice.integrations.ipython", False),
+        ("ipydevice-panel", False),
+    ],
+)
+def test_a_clone_named_ipydevice_is_not_ipydevice_speaking(text: str, said: bool) -> None:
+    """The tests' check that ipydevice said nothing looks past paths into a clone (or
+    a venv) named after the project."""
+    assert mentions_ipydevice(text) is said

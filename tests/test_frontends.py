@@ -61,12 +61,24 @@ class Kernel:
             if reply["parent_header"].get("msg_id") == msg["header"]["msg_id"]:
                 return reply, messages
 
-    def click(self, comm_id: str, **content: Any) -> list[dict[str, Any]]:
-        """What the browser sends for a click: a custom message on the widget's comm."""
+    def click(self, comm_id: str, subshell: str = "", **content: Any) -> list[dict[str, Any]]:
+        """What the browser sends for a click: a custom message on the widget's comm
+        (over ``subshell``, as JupyterLab 4.4+ sends widget messages)."""
         data = {"method": "custom", "content": content}
         msg = self.client.session.msg("comm_msg", {"comm_id": comm_id, "data": data})
+        if subshell:
+            msg["header"]["subshell_id"] = subshell
         self.client.shell_channel.send(msg)
         return self._until_idle(msg["header"]["msg_id"])
+
+    def subshell(self) -> str:
+        """A new kernel subshell (ipykernel 7), as JupyterLab makes one for widget comms."""
+        request = self.client.session.msg("create_subshell_request", {})
+        self.client.control_channel.send(request)
+        while True:
+            reply = self.client.get_control_msg(timeout=90)
+            if reply["parent_header"].get("msg_id") == request["header"]["msg_id"]:
+                return str(reply["content"]["subshell_id"])
 
     def _until_idle(self, msg_id: str) -> list[dict[str, Any]]:
         messages = []
@@ -191,30 +203,95 @@ def test_colab_output_path_header_error_panel_and_apply(colab: Kernel) -> None:
     assert reply["content"]["status"] == "ok"
 
 
-def test_quickstart_apply_after_copy_and_insert_then_the_diagnose_example(
-    tmp_path: Path,
-) -> None:
-    """notebooks/01-quickstart.ipynb as a user clicks through it: Copy, Insert, then
-    Apply on fix 1; the later ``ipydevice.diagnose()`` cell still runs, and so does
-    the failed cell."""
+CLICKS = ("copied", "inserted", "apply")
+
+
+def _quickstart_cells() -> list[str]:
     import json
 
     notebook = json.loads((TESTS.parent / "notebooks" / "01-quickstart.ipynb").read_text())
-    cells = ["".join(c["source"]) for c in notebook["cells"] if c["cell_type"] == "code"]
+    return ["".join(c["source"]) for c in notebook["cells"] if c["cell_type"] == "code"]
+
+
+def test_quickstart_apply_in_every_click_order_over_a_comm_subshell(tmp_path: Path) -> None:
+    """notebooks/01-quickstart.ipynb as a user clicks through it in JupyterLab 4.4+,
+    which sends widget messages over a kernel subshell: ipykernel hands a comm's first
+    message to the cells' thread and the next ones to the subshell's thread, where the
+    quickstart's fake CUDA (a FakeTensorMode entered in a cell: torch keeps it per
+    thread) is not on. Apply must move ``x`` to the fake cuda:0 whatever came before it;
+    then the ``ipydevice.diagnose()`` cell and the failed cell run."""
+    import itertools
+
+    cells = _quickstart_cells()
     kernel = Kernel(tmp_path)
     try:
         for source in cells[:2]:
             assert kernel.execute(source)[0]["content"]["status"] == "ok"
-        _, messages = kernel.execute(cells[2], cell_id="failed")
-        comm_id, _ = actions_comm(messages)
-        kernel.click(comm_id, action="copied", index=0)
-        kernel.click(comm_id, action="inserted", index=0)
-        assert "moved x to cuda:0" in status_of(kernel.click(comm_id, action="apply", index=0))
-        reply, messages = kernel.execute(cells[3])
+        subshell = kernel.subshell()
+        for number, order in enumerate(itertools.permutations(CLICKS)):
+            reply, _ = kernel.execute("x = torch.randn(8, 16)  # back on the CPU")
+            assert reply["content"]["status"] == "ok", reply["content"]
+            # The same cell again: its widget serves the new panel (no new comm).
+            _, messages = kernel.execute(cells[2], cell_id="failed")
+            if not number:
+                comm_id, _ = actions_comm(messages)
+            assert any(m["msg_type"].startswith("comm") for m in messages)
+            for action in order:
+                status = status_of(kernel.click(comm_id, subshell, action=action, index=0))
+                if action == "apply":
+                    assert status == "moved x to cuda:0. Re-run the cell.", (order, status)
+            reply, messages = kernel.execute("print(x.device)")
+            printed = "".join(m["content"]["text"] for m in messages if m["msg_type"] == "stream")
+            assert printed.strip() == "cuda:0", order
+        reply, _ = kernel.execute(cells[3])
         assert reply["content"]["status"] == "ok", reply["content"]
-        printed = "".join(m["content"]["text"] for m in messages if m["msg_type"] == "stream")
-        assert "nothing left to apply" in printed
         reply, messages = kernel.execute(cells[4])
+        assert reply["content"]["status"] == "ok", reply["content"]
+    finally:
+        kernel.shutdown()
+
+
+FAKE_CUDA_BATCH = """import torch
+import torch.nn as nn
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+torch.set_grad_enabled(False)
+FakeTensorMode(allow_non_fake_inputs=True).__enter__()
+net = nn.Linear(4, 2, device="meta")
+net.weight = nn.Parameter(torch.empty(2, 4, device="cuda:0"), requires_grad=False)
+net.bias = nn.Parameter(torch.empty(2, device="cuda:0"), requires_grad=False)
+batch = {"x": torch.randn(3, 4)}  # a dict batch, still on the CPU"""
+
+
+def test_a_batch_under_a_cells_fake_cuda_applied_from_a_subshell_after_a_running_cell(
+    tmp_path: Path,
+) -> None:
+    """The same for a dict batch, and a click that arrives while a cell runs: the row
+    says that Apply waits, then what it did."""
+    kernel = Kernel(tmp_path)
+    try:
+        reply, _ = kernel.execute("%load_ext ipydevice\n" + FAKE_CUDA_BATCH)
+        assert reply["content"]["status"] == "ok", reply["content"]
+        _, messages = kernel.execute("out = net(batch['x'])", cell_id="failed")
+        comm_id, state = actions_comm(messages)
+        assert "cuda:0" in state["fixes"][0]["code"], state["fixes"]
+        subshell = kernel.subshell()
+        kernel.click(comm_id, subshell, action="copied", index=0)  # routes the next to it
+        busy = kernel.client.execute("import time\ntime.sleep(6)")  # a cell running
+        while True:  # ... once the kernel has begun it
+            message = kernel.client.get_iopub_msg(timeout=90)
+            parent = message["parent_header"].get("msg_id")
+            if parent == busy and message["msg_type"] == "execute_input":
+                break
+        status = status_of(kernel.click(comm_id, subshell, action="apply", index=0))
+        assert status == "a cell is running: Apply waits for it to finish", status
+        status = ""
+        while "status" not in status:  # the cell's end, then Apply's own word
+            message = kernel.client.get_iopub_msg(timeout=90)
+            if message["msg_type"] == "comm_msg" and message["content"]["comm_id"] == comm_id:
+                status = str(message["content"]["data"].get("state", {}))
+        assert "moved " in status and "to cuda:0. Re-run the cell." in status, status
+        reply, messages = kernel.execute("out = net(batch['x'])\nprint(out.device)")
         assert reply["content"]["status"] == "ok", reply["content"]
     finally:
         kernel.shutdown()

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import CapturedIO, capture_output
+from mentions import mentions_ipydevice
 from shells import run_captured, singleton_shell
 
 from ipydevice.integrations import ipython as ext
@@ -103,7 +104,7 @@ def test_nothing_for_a_correct_or_unrelated_cell(ip: InteractiveShell, source: s
     watch_on(ip)
     cap, _ = run_captured(ip, source)
     assert watches(cap) == []
-    assert "ipydevice" not in cap.stderr
+    assert not mentions_ipydevice(cap.stderr)
 
 
 def test_only_names_the_cell_defined(ip: InteractiveShell) -> None:

@@ -16,7 +16,10 @@ panel, and keeps every widget it made so that none is left behind:
   that, the oldest serves the new panel (its buttons disappear from its own panel,
   which stays, with the code);
 * **reset and unload**: ``%reset -f`` and ``%unload_ext ipydevice`` close them all
-  (unloading closes the widgets every panel shares too: the module host, the layout).
+  (unloading closes the widgets every panel shares too: the module host, the layout);
+* **Apply in the cells' thread**: a click that arrives in another thread (JupyterLab's
+  comm subshell) is applied in the thread that ran the failed cell, under its torch
+  state (:mod:`ipydevice.integrations.cell_thread`).
 
 IPython itself is not imported here: the shell is the one the hook was given.
 """
@@ -84,6 +87,7 @@ class Buttons:
             if reuse is not None:  # taken from the live ones: closed, not lost
                 _close(reuse)
             raise
+        in_cell_thread(widget)
         self.keep(widget, cell_id)
         self.publish(view_bundle(widget))
 
@@ -163,6 +167,19 @@ class Buttons:
         widget = sys.modules.get("ipydevice.render.widget")
         if widget is not None:  # never imported: no widget was ever made
             widget.close_shared()
+
+
+def in_cell_thread(widget: Any) -> None:
+    """Makes the widget's Apply run in this thread, the one running the failed cell,
+    wherever its clicks arrive (:mod:`ipydevice.integrations.cell_thread`)."""
+    from ipydevice.integrations.cell_thread import CellThread
+
+    handler = getattr(widget, "handler", None)
+    if handler is None:
+        return
+    widget.on_msg(handler, remove=True)
+    widget.handler = CellThread().wrap(handler)
+    widget.on_msg(widget.handler)
 
 
 def _close(widget: Any) -> None:
