@@ -161,7 +161,7 @@ if __name__ == "__main__":
 def test_a_spawned_ranks_diagnosis_once(tmp_path: Path) -> None:
     out = _script(tmp_path, SPAWN)
     assert "failed in process 1" in out, out
-    assert out.count("✗ batch in train: in rank 1/2:") == 1, out
+    assert out.count("✗ batch in train: in rank 1/2 (as its traceback's text says):") == 1, out
     # the rank's fix crossed as text only: shown as its words, never offered as code
     assert "(from rank 1/2)" not in out and "process 1's traceback text suggests" in out, out
 

@@ -86,7 +86,7 @@ class FactsCache:
 
 
 #: The facts of a tensor not read because the scan's time was up.
-_UNREAD = TensorFacts(probe.UNKNOWN, probe.UNKNOWN, probe.UNKNOWN, 0, "not read (time budget)")
+_UNREAD = probe.UNREAD
 
 
 @dataclass(eq=False)

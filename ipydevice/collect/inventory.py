@@ -121,7 +121,7 @@ def inventory(
     if namespace is None:
         namespace = user_namespace()
     try:
-        with probe.metadata_reads():
+        with probe.metadata_reads(current().time_budget):
             return _inventory(namespace, names, include_private)
     except KeyError:
         raise
@@ -146,7 +146,7 @@ def _inventory(namespace: Mapping[str, Any], names: Any, include_private: bool) 
         records=records,
         totals=_totals(scan),
         problems=tuple(_problems(scan, roots)),
-        notes=tuple(scan.notes),
+        notes=tuple(scan.settled_notes()),
     )
 
 
@@ -258,7 +258,7 @@ def _in_depth(scan: Scan, namespace: Mapping[str, Any], names: list[str]) -> Inv
         records.extend(_depth_rows(entry, scan))
         problems.extend(_problems(scan, [entry]))
     return Inventory(
-        tuple(records), _totals(scan), tuple(problems), tuple(scan.notes), tuple(names)
+        tuple(records), _totals(scan), tuple(problems), tuple(scan.settled_notes()), tuple(names)
     )
 
 

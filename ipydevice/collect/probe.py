@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import threading
 import time
 from collections.abc import Iterator, Mapping
 from typing import Any, NamedTuple
@@ -44,39 +45,70 @@ _MAX_DIMS = 256
 
 
 @contextlib.contextmanager
-def metadata_reads() -> Iterator[None]:
-    """A scan's metadata reads, with tensor subclasses' ``__torch_function__`` off.
+def metadata_reads(seconds: float | None = None) -> Iterator[None]:
+    """A scan's metadata reads, with tensor subclasses' ``__torch_function__`` off,
+    within one time budget of ``seconds`` (the ``time_budget`` setting).
 
     Reading ``.device`` or ``.shape`` of a tensor subclass goes through its
     ``__torch_function__`` (a dozen calls per tensor, each the user's code);
     ``torch._C.DisableTorchFunctionSubclass`` reads them as torch does for a
     plain tensor. Entered once per diagnosis, inventory or checkup (entering it
     costs about a microsecond), never per tensor. Without torch, a no-op.
+
+    The budget (:class:`Budget`, :func:`active_budget`) is the whole diagnosis',
+    inventory's or checkup's, every scan's and every stage's: what a tensor
+    subclass's own Python reads cost is bounded by it, plus one read. A nested
+    entry keeps the outer budget.
     """
-    torch = sys.modules.get("torch")
-    disable = getattr(getattr(torch, "_C", None), "DisableTorchFunctionSubclass", None)
-    if disable is None:
-        yield
-        return
-    with disable():
-        yield
+    outer = getattr(_ACTIVE, "budget", None)
+    if seconds is not None and outer is None:
+        _ACTIVE.budget = Budget(seconds)
+    try:
+        torch = sys.modules.get("torch")
+        disable = getattr(getattr(torch, "_C", None), "DisableTorchFunctionSubclass", None)
+        if disable is None:
+            yield
+            return
+        with disable():
+            yield
+    finally:
+        _ACTIVE.budget = outer
+
+
+_ACTIVE = threading.local()
+
+
+def active_budget() -> Budget | None:
+    """The budget of the diagnosis, inventory or checkup running in this thread."""
+    return getattr(_ACTIVE, "budget", None)
 
 
 class Budget:
     """The wall-clock time a scan may take (``settings.time_budget``), from its start.
 
     What user code remains (a subclass's Python ``device`` property, a sizes
-    policy of ``__torch_dispatch__``) is asked through the scan's guarded reads;
-    once the time is spent they read nothing more and the scan stops, with one
-    note saying so (:attr:`note`).
+    policy of ``__torch_dispatch__``) is asked through the guarded reads; the clock
+    is read after each, so once the time is spent they read nothing more and the
+    scan stops, with one note saying so (:attr:`note`). A Python call cannot be
+    cut short: the total is the budget and the one read that outran it. A slow
+    read (a tenth of the budget, at least 50 ms) is kept: the same object is never
+    read again under this budget; and a class with two slow reads is slow: no other
+    object of that class is read (:meth:`stops`).
     """
 
-    __slots__ = ("deadline", "note", "seconds")
+    __slots__ = ("deadline", "kept", "note", "said", "seconds", "slow", "slow_read")
 
     def __init__(self, seconds: float) -> None:
         self.seconds = seconds
         self.deadline = time.monotonic() + seconds
         self.note = ""
+        #: what the budget has to say: the stop, the classes found slow
+        self.said: list[str] = []
+        #: classes by their count of slow reads (two: slow)
+        self.slow: dict[type, int] = {}
+        self.slow_read = max(0.05, seconds / 10)
+        #: what slow reads gave, by (id, what was read): (the object, the result)
+        self.kept: dict[tuple[int, str], tuple[Any, Any]] = {}
 
     def spent(self) -> bool:
         """True once the time is up (and from then on)."""
@@ -88,7 +120,47 @@ class Budget:
             f"stopped after {self.seconds:g} s: what was not read by then is left out or "
             "shown as ? (the time_budget setting)"
         )
+        self.said.append(self.note)
         return True
+
+    def stops(self, kind: type) -> bool:
+        """True when an object of class ``kind`` is not to be read: the time is up,
+        or its class is slow."""
+        return self.slow.get(kind, 0) >= 2 or self.spent()
+
+    def read(self, obj: Any, what: str, reader: Any, unread: Any) -> Any:
+        """``reader(obj)``, timed: what a slow one gave is kept for ``obj``; nothing
+        is read (``unread``) once the time is up or the class is slow."""
+        key = (id(obj), what)
+        kept = self.kept.get(key)
+        if kept is not None and kept[0] is obj:
+            return kept[1]
+        kind = type(obj)
+        if self.stops(kind):
+            return unread
+        start = time.monotonic()
+        result = reader(obj)
+        took = time.monotonic() - start
+        if took >= self.slow_read:
+            if len(self.kept) < 4096:
+                self.kept[key] = (obj, result)
+            count = self.slow[kind] = self.slow.get(kind, 0) + 1
+            if count == 2 and len(self.said) < 16:
+                name = class_name_of(kind)
+                self.said.append(
+                    f"reading a {name}'s metadata took {took:.2g} s: no other {name} "
+                    "was read (shown as ?)"
+                )
+        self.spent()
+        return result
+
+
+def class_name_of(kind: type) -> str:
+    try:
+        return str(_CLASS_NAME.__get__(kind))
+    except BaseException as caught:
+        contain(caught)
+        return UNKNOWN
 
 
 def torch_module() -> Any:
@@ -290,12 +362,30 @@ class TensorFacts(NamedTuple):
     detail: str
 
 
+#: The facts of a tensor not read: the time budget was spent, or its class is slow.
+UNREAD = TensorFacts(UNKNOWN, UNKNOWN, UNKNOWN, 0, "not read (time budget)")
+
+
 def tensor_facts(tensor: Any) -> TensorFacts:
-    """Device, shape, dtype, size in bytes and a short note, from metadata only."""
+    """Device, shape, dtype, size in bytes and a short note, from metadata only;
+    a subclass's within the active budget (:class:`Budget`)."""
     if not is_tensor(tensor):
         # Not a tensor (a module passed by mistake, a lying ``__class__``): its
         # ``.device`` or ``.shape`` would be user code (a property, __getattr__).
         return TensorFacts(UNKNOWN, UNKNOWN, UNKNOWN, 0, "not a tensor")
+    budget = getattr(_ACTIVE, "budget", None)
+    if budget is None or _plain_kind(type(tensor)):
+        return _tensor_facts(tensor)
+    return budget.read(tensor, "facts", _tensor_facts, UNREAD)
+
+
+def _plain_kind(kind: type) -> bool:
+    """``torch.Tensor`` or ``nn.Parameter`` itself: C-level reads, no user code."""
+    plain = _plain_tensor_types()
+    return bool(plain) and (kind is plain[0] or kind is plain[1])
+
+
+def _tensor_facts(tensor: Any) -> TensorFacts:
     notes: list[str] = []
     try:
         device = device_str(tensor.device)
@@ -384,6 +474,13 @@ def placement(tensor: Any) -> tuple[str, int]:
             pass
     if not is_tensor(tensor):
         return UNKNOWN, 0
+    budget = getattr(_ACTIVE, "budget", None)
+    if budget is None:
+        return _placement(tensor)
+    return budget.read(tensor, "placement", _placement, (UNKNOWN, 0))
+
+
+def _placement(tensor: Any) -> tuple[str, int]:
     try:
         device = device_str(tensor.device)
     except BaseException as caught:

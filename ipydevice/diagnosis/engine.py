@@ -207,7 +207,7 @@ def _diagnosed(
     # user's loops around the call are in the frames of the error the user got.
     around = walk_frames(original.__traceback__, settings.max_frames) if original is not exc else []
     try:
-        with _collector_paused(), metadata_reads():
+        with _collector_paused(), metadata_reads(settings.time_budget):
             names = namespace if namespace is not None else default_namespace(views)
             scan = collect(views, names, settings)
             if compiled.is_compile_error(original):  # what the traced code read
@@ -287,7 +287,7 @@ def _snapshot(
         culprits=analysis.culprits,
         causes=causes,
         fixes=traced.fixes[: scan.settings.max_fixes],
-        snapshot=Snapshot(_with_culprit_rows(records, analysis.culprits), tuple(scan.notes)),
+        snapshot=Snapshot(_with_culprit_rows(records, analysis.culprits), tuple(scan.settled_notes())),
         frames=tuple(v.summary for v in views) + traced.frames,
         notes=tuple(scan.notes) + analysis.notes + failed + traced.notes,
         **_relabelled(base, analysis.culprits),
