@@ -216,7 +216,12 @@ def _totals(scan: Scan) -> tuple[DeviceShare, ...]:
             device, _, _, nbytes, _ = facts
             counts[device] += 1
             sizes[device] += nbytes
-    order = sorted(counts, key=lambda d: (-sizes[d], d))
+    for entry in list(scan.entries.values()):  # a wide registry's counted tensors
+        if entry.module is not None and entry.owner is None:
+            for _, _, device, count, nbytes in entry.module.counted:
+                counts[device] += count
+                sizes[device] += nbytes
+    order = sorted((d for d in counts if counts[d]), key=lambda d: (-sizes[d], d))
     return tuple(DeviceShare(d, counts[d], sizes[d]) for d in order)
 
 

@@ -477,6 +477,9 @@ class Scan(ModuleWalks):
             return True
         return False
 
+    def _facts_budget(self) -> probe.Budget:
+        return self.budget
+
     def settled_notes(self) -> list[str]:
         """The notes, with what the time budget said since (a slow class, a stop
         in a later stage's read)."""
