@@ -5,7 +5,7 @@ with a module's or an optimizer's view of its tensors), and the rows it leaves
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -349,7 +349,7 @@ def record_of(entry: Entry, limit: int = 200, held: list[Any] | None = None) -> 
 
 
 def safe_len(obj: Any) -> int:
-    for base in (list, tuple, dict):
+    for base in (list, tuple, dict, deque):
         if probe.is_a(obj, base):
             return base.__len__(obj)
     return -1
