@@ -39,7 +39,7 @@ def clean_hooks(monkeypatch):
     monkeypatch.setattr(threading, "excepthook", lambda args: seen.append("stock"))
     monkeypatch.setattr(excepthook, "_previous", [])
     monkeypatch.setattr(excepthook, "_previous_thread", [])
-    monkeypatch.setattr(excepthook, "_state", {"on": False})
+    monkeypatch.setattr(excepthook, "_state", {"on": False, "threads": False, "namespace": None})
     return seen
 
 
@@ -141,8 +141,8 @@ def test_for_stream_degrades_only_what_the_encoding_lacks():
 
 
 def test_the_terminal_panel_in_ascii(monkeypatch):
-    from ipydevice.integrations.ipython_display import panel_bundle
     from ipydevice.diagnosis.engine import diagnose
+    from ipydevice.integrations.ipython_display import panel_bundle
 
     monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(io.BytesIO(), encoding="ascii"))
     bundle = panel_bundle(diagnose(_device_error(), namespace={}), True, "Verbose")
@@ -213,3 +213,29 @@ def test_many_threads_writing_the_error_file_lose_no_report(launcher):
         thread.join()
     stack = json.loads(launcher.read_text())["message"]["extraInfo"]["py_callstack"]
     assert all(stack.count(r + "\n") == 1 for r in reports), stack
+
+
+def test_a_threads_device_error_is_reported_in_ipython() -> None:
+    """The shell shows the errors of cells; a thread's go to threading.excepthook,
+    where %load_ext puts the report after the stock traceback, named from the
+    shell's namespace. Unloading takes it out."""
+    from shells import run, run_captured, singleton_shell
+
+    cell = (
+        "import threading, torch\n"
+        "model = torch.nn.Linear(4, 2).to('meta')\n"
+        "batch = torch.randn(3, 4)\n"
+        "worker = threading.Thread(target=lambda: model(batch))\n"
+        "worker.start(); worker.join()\n"
+    )
+    with singleton_shell(reset=True) as shell:
+        shell.run_line_magic("load_ext", "ipydevice")
+        cap, _ = run_captured(shell, cell)  # (the stock traceback: pytest's hook keeps it)
+        assert "ipydevice · device error" in cap.stderr and "`batch`" in cap.stderr, cap.stderr
+        # a variation: ipydevice.install() and uninstall() in a cell leave the shell's in place
+        run(shell, "import ipydevice\nipydevice.install()\nipydevice.uninstall()")
+        cap, _ = run_captured(shell, cell)
+        assert cap.stderr.count("ipydevice · device error") == 1, cap.stderr
+        shell.run_line_magic("unload_ext", "ipydevice")
+        cap, _ = run_captured(shell, cell)
+        assert "ipydevice" not in cap.stderr

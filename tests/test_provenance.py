@@ -47,7 +47,9 @@ class ExceptionWrapper:
         self.exc_msg = text
 
     def reraise(self) -> None:
-        raise RuntimeError(f"Caught RuntimeError in DataLoader worker process 0.\nOriginal {self.exc_msg}")
+        raise RuntimeError(
+            f"Caught RuntimeError in DataLoader worker process 0.\nOriginal {self.exc_msg}"
+        )
 
 
 def _reraised(wrapper: ExceptionWrapper) -> RuntimeError:
@@ -82,8 +84,15 @@ def test_a_note_in_a_ranks_text_is_never_a_fix(prefix: str) -> None:
     text = _worker_text(note, prefix)
     failure = ProcessFailure.__new__(ProcessFailure)
     failure.__dict__.update(
-        local_rank=1, pid=1, exitcode=1, error_file="<none>", timestamp=0,
-        message={"message": f"RuntimeError: {MESSAGE}", "extraInfo": {"py_callstack": text, "timestamp": "0"}},
+        local_rank=1,
+        pid=1,
+        exitcode=1,
+        error_file="<none>",
+        timestamp=0,
+        message={
+            "message": f"RuntimeError: {MESSAGE}",
+            "extraInfo": {"py_callstack": text, "timestamp": "0"},
+        },
     )
     elastic = ChildFailedError("train.py", {1: failure})
     spawned = ProcessRaisedException(
@@ -100,12 +109,11 @@ def _sent_payload() -> dict:
     """A real payload, as a worker diagnosing its own error attaches it."""
     model = torch.nn.Linear(4, 2).to("meta")
     batch = torch.randn(3, 4)
-    try:
+    with pytest.raises(RuntimeError) as caught:
         model(batch)
-    except RuntimeError as exc:
-        assert carried.attach(exc, ipydevice.diagnose(exc, namespace={}), "DataLoader worker 0")
-        return vars(exc)[carried.ATTRIBUTE]
-    raise AssertionError
+    exc = caught.value
+    assert carried.attach(exc, ipydevice.diagnose(exc, namespace={}), "DataLoader worker 0")
+    return vars(exc)[carried.ATTRIBUTE]
 
 
 def test_the_payload_sent_with_a_dataloader_workers_error_gives_its_fix() -> None:
@@ -191,7 +199,9 @@ def test_a_payload_of_the_wrong_types_is_read_as_plain_data() -> None:
 
     data = _sent_payload() | {"pid": -1, "where": ["not", "text"], "target": "cuda'); x('"}
     data["culprits"] = [Hostile(name="h"), 7, {"name": 10**100, "device": None}]
-    data["fix"] = dict(data["fix"], lineno="9", steps=[{"action": "reassign", "path": [["name", "os"]]}])
+    data["fix"] = dict(
+        data["fix"], lineno="9", steps=[{"action": "reassign", "path": [["name", "os"]]}]
+    )
     d = ipydevice.diagnose(_carrying(data), namespace={})
     assert d.target != "cuda'); x('" and all(not f.steps for f in d.fixes)
     assert [c.name for c in d.culprits] == [""]

@@ -204,7 +204,9 @@ class ModuleWalks:
                 view.held.append(((*rel, ("attr", name)), value))
         return children
 
-    def _count_rest(self, table: dict[str, Any], rel: Path, kind: str, limit: int, view: ModuleView) -> None:
+    def _count_rest(
+        self, table: dict[str, Any], rel: Path, kind: str, limit: int, view: ModuleView
+    ) -> None:
         """The tensors of a registry past ``limit``, counted (:mod:`ipydevice.collect.census`)."""
         done = getattr(self, "_counted_tensors", 0)
         budget = self._facts_budget()
@@ -268,9 +270,9 @@ def cut_view(whole: ModuleView, rel: Path, module: Any, cut: bool) -> ModuleView
         for r, members, holder in whole.plain_lists
         if r[:size] == rel
     ]
-    view.counted = [(r[size:], *rest) for r, *rest in whole.counted if r[:size] == rel]
-    view.unread = [(r[size:], *rest) for r, *rest in whole.unread if r[:size] == rel]
-    view.examples = [(r[size:], *rest) for r, *rest in whole.examples if r[:size] == rel]
+    view.counted = [(r[size:], k, d, c, b) for r, k, d, c, b in whole.counted if r[:size] == rel]
+    view.unread = [(r[size:], k, n, t) for r, k, n, t in whole.unread if r[:size] == rel]
+    view.examples = [(r[size:], t, k, d, b) for r, t, k, d, b in whole.examples if r[:size] == rel]
     census.settle(view)
     return view
 
@@ -285,9 +287,9 @@ def splice(view: ModuleView, done: ModuleView, rel: Path) -> None:
         ((*rel, *r), [((*rel, *p), m) for p, m in members], holder)
         for r, members, holder in done.plain_lists
     ]
-    view.counted += [((*rel, *r), *rest) for r, *rest in done.counted]
-    view.unread += [((*rel, *r), *rest) for r, *rest in done.unread]
-    view.examples += [((*rel, *r), *rest) for r, *rest in done.examples]
+    view.counted += [((*rel, *r), k, d, c, b) for r, k, d, c, b in done.counted]
+    view.unread += [((*rel, *r), k, n, t) for r, k, n, t in done.unread]
+    view.examples += [((*rel, *r), t, k, d, b) for r, t, k, d, b in done.examples]
     view.reset()
 
 

@@ -206,7 +206,10 @@ def received(raw: Any) -> dict[str, Any] | None:
 
 
 def _culprit(item: dict[str, Any], cuts: list[str]) -> dict[str, Any]:
-    out = {key: _text(dict.get(item, key), limit, "culprits", cuts) for key, limit in _CULPRIT_TEXTS.items()}
+    out = {
+        key: _text(dict.get(item, key), limit, "culprits", cuts)
+        for key, limit in _CULPRIT_TEXTS.items()
+    }
     out["target"] = _device(dict.get(item, "target"))
     return out
 

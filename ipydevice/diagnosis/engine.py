@@ -287,7 +287,9 @@ def _snapshot(
         culprits=analysis.culprits,
         causes=causes,
         fixes=traced.fixes[: scan.settings.max_fixes],
-        snapshot=Snapshot(_with_culprit_rows(records, analysis.culprits), tuple(scan.settled_notes())),
+        snapshot=Snapshot(
+            _with_culprit_rows(records, analysis.culprits), tuple(scan.settled_notes())
+        ),
         frames=tuple(v.summary for v in views) + traced.frames,
         notes=tuple(scan.notes) + analysis.notes + failed + traced.notes,
         **_relabelled(base, analysis.culprits),

@@ -35,11 +35,13 @@ from ipydevice.integrations.error_file import write_error_file
 __all__ = [
     "environment_text",
     "install",
+    "install_threads",
     "installed",
     "rank_label",
     "report_text",
     "terminal_style",
     "uninstall",
+    "uninstall_threads",
     "write_error_file",
 ]
 
@@ -168,17 +170,34 @@ def _thread_hook(args: Any) -> None:
     with _Entered(_depth_thread) as depth:
         _below(_previous_thread, depth, threading.__excepthook__)(args)
     exc = args.exc_value
-    if depth == 0 and _state["on"] and exc is not None and not isinstance(exc, SystemExit):
-        _report(exc, args.exc_traceback)  # (threads exit quietly)
+    on = _state["on"] or _state["threads"]
+    if depth == 0 and on and exc is not None and not isinstance(exc, SystemExit):
+        _report(exc, args.exc_traceback, namespace=_namespace())  # (threads exit quietly)
 
 
-def _report(exc: BaseException, tb: TracebackType | None, *, in_excepthook: bool = False) -> None:
+def _namespace() -> Any:
+    """The namespace a thread's error is named from: the shell's, under IPython."""
+    getter = _state["namespace"]
+    if getter is None:
+        return None
+    with contained("namespace"):
+        return getter()
+    return None
+
+
+def _report(
+    exc: BaseException,
+    tb: TracebackType | None,
+    *,
+    in_excepthook: bool = False,
+    namespace: Any = None,
+) -> None:
     # Contained, whatever it is (see ipydevice._debug): the traceback is out
     # already, and the process goes on ending as it would without ipydevice.
     with contained("report"):
         if exc.__traceback__ is None and tb is not None:
             exc = exc.with_traceback(tb)
-        text, plain = _report_texts(exc, in_excepthook=in_excepthook)
+        text, plain = _report_texts(exc, namespace, in_excepthook=in_excepthook)
         if text:
             from ipydevice.render.layout import for_stream
 
@@ -224,7 +243,9 @@ class _Entered:
 
 _depth_sys = threading.local()
 _depth_thread = threading.local()
-_state = {"on": False}
+#: ``on``: :func:`install` in force; ``threads``: :func:`install_threads` in force
+#: (IPython's), with ``namespace``: how to get the names a thread's error is named from
+_state: dict[str, Any] = {"on": False, "threads": False, "namespace": None}
 
 
 def install() -> None:
@@ -250,6 +271,29 @@ def uninstall() -> None:
     _state["on"] = False
     if sys.excepthook is _hook and _previous:
         sys.excepthook = _previous.pop()
+    if not _state["threads"]:
+        _take_out_thread_hook()
+
+
+def install_threads(namespace: Any = None) -> None:
+    """The report after the traceback of device errors raised in threads only
+    (``threading.excepthook``): what IPython's extension installs, where the shell
+    itself shows the errors of cells. ``namespace``: a function that gives the
+    names to name culprits from (the shell's)."""
+    _state["threads"], _state["namespace"] = True, namespace
+    if threading.excepthook is not _thread_hook:
+        _previous_thread.append(threading.excepthook)
+        threading.excepthook = _thread_hook
+
+
+def uninstall_threads() -> None:
+    """Undoes :func:`install_threads` (what :func:`install` put stays)."""
+    _state["threads"], _state["namespace"] = False, None
+    if not _state["on"]:
+        _take_out_thread_hook()
+
+
+def _take_out_thread_hook() -> None:
     if threading.excepthook is _thread_hook and _previous_thread:
         threading.excepthook = _previous_thread.pop()
 

@@ -25,10 +25,10 @@ def items(obj: Any, limit: int) -> Items | None:
         return [(("attr", n), value) for n, value in named if n is not None]
     if issubclass(kind, deque):
         try:  # deque's own iterator (a subclass's __iter__ is not run), cut at the limit
-            values = list(itertools.islice(deque.__iter__(obj), limit))
+            queued = list(itertools.islice(deque.__iter__(obj), limit))
         except RuntimeError:  # changed while read (another thread)
             return []
-        return [(("item", index), value) for index, value in enumerate(values)]
+        return [(("item", index), value) for index, value in enumerate(queued)]
     values = list.__iter__(obj) if issubclass(kind, list) else tuple.__iter__(obj)
     # zip stops at range's end without pulling an item past the limit.
     return [(("item", index), value) for index, value in zip(range(limit), values, strict=False)]
