@@ -127,9 +127,9 @@ class ModuleView:
         self._shares = None
 
     def majority(self) -> str:
-        """The device most registered tensors live on ('' when none)."""
-        shares = self.shares()
-        return shares[0].device if shares else ""
+        """The device most registered tensors live on ('' when none), of those read."""
+        known = [s for s in self.shares() if s.device != probe.UNKNOWN]
+        return known[0].device if known else ""
 
 
 @dataclass(eq=False)
