@@ -223,3 +223,71 @@ def test_the_budget_in_ipython() -> None:
         assert settings.current().time_budget == 0.75
         doc = shell.find_line_magic("devices").__doc__
         assert "time_budget" in doc
+
+
+class SleepyDevice(torch.Tensor):
+    """A ``device`` property that sleeps (a remote lookup, a lock): 0.6 s a read."""
+
+    reads: ClassVar[int] = 0
+
+    @property
+    def device(self) -> Any:  # type: ignore[override]
+        SleepyDevice.reads += 1
+        time.sleep(0.6)
+        return super().device
+
+
+class SleepyShape(torch.Tensor):
+    """A variation: the ``shape`` is the slow read, and the budget is not spent by one."""
+
+    reads: ClassVar[int] = 0
+    pause: ClassVar[float] = 0.15
+
+    @property
+    def shape(self) -> Any:  # type: ignore[override]
+        SleepyShape.reads += 1
+        time.sleep(SleepyShape.pause)
+        return super().shape
+
+
+def test_the_budget_holds_inside_a_slow_read() -> None:
+    """A read that outruns the budget stops every later read (the failing line's
+    operands, the fix planner's, the audits'): the whole diagnosis costs the budget
+    and the one read, and the panel says the scan stopped."""
+    settings.configure(time_budget=0.4)
+    nb = Notebook()
+    nb.ns.update(t=torch.ones(3, 4).as_subclass(SleepyDevice))
+    nb.ns["u"] = [torch.ones(3, 4).as_subclass(SleepyDevice) for _ in range(3)]
+    exc = frame_error(nb, "x = t if u else x")
+    ipydevice.diagnose(frame_error(nb, "pass"), namespace={"x": nb.ns["x"]})  # warm
+    SleepyDevice.reads = 0
+    start = time.perf_counter()
+    d = ipydevice.diagnose(exc, namespace=nb.ns)
+    took = time.perf_counter() - start
+    assert SleepyDevice.reads == 1, SleepyDevice.reads
+    assert took < 0.4 + 0.6 + 1.0, took  # the budget, the one read, the diagnosis' own time
+    assert any(n.startswith("stopped after 0.4 s") for n in d.notes), d.notes
+    assert d.is_device_error
+    for run in (lambda: ipydevice.inventory(nb.ns), lambda: ipydevice.check(namespace=nb.ns)):
+        SleepyDevice.reads = 0
+        notes = run().notes
+        assert SleepyDevice.reads == 1, SleepyDevice.reads
+        assert any("SleepyDevice" in n or n.startswith("stopped after") for n in notes), notes
+
+
+def test_a_slow_class_is_read_twice_per_diagnosis_and_each_object_once() -> None:
+    """Two slow reads make a class slow (one may be a first-use pause): no third
+    object of the class is read, and no object read slowly is read again."""
+    settings.configure(time_budget=2.0)  # a tenth: 0.2 s; each read takes 0.25 s
+    SleepyShape.pause = 0.25
+    nb = Notebook()
+    nb.ns["many"] = [torch.ones(3, 4).as_subclass(SleepyShape) for _ in range(20)]
+    exc = frame_error(nb, "x = many[0] if many else x")
+    SleepyShape.reads = 0
+    d = ipydevice.diagnose(exc, namespace=nb.ns)
+    assert SleepyShape.reads <= 2, SleepyShape.reads
+    assert SleepyShape.reads == 1 or any("SleepyShape's metadata took" in n for n in d.notes)
+    assert not any(n.startswith("stopped after") for n in d.notes), d.notes
+    SleepyShape.reads = 0
+    ipydevice.diagnose(exc, namespace=nb.ns)  # a new diagnosis reads them again
+    assert 1 <= SleepyShape.reads <= 2

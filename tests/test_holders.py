@@ -368,3 +368,32 @@ def test_a_class_seen_by_a_scan_is_not_kept_alive() -> None:
     del nb.ns["Box"], nb.ns["box"]
     gc.collect()
     assert gone() is None
+
+
+DEQUES = """
+import collections
+
+class Recent(collections.deque):
+    '''a deque subclass whose own iteration must not run'''
+    def __iter__(self):
+        raise AssertionError("iterated")
+
+window = collections.deque([torch.ones(3), torch.ones(3)], maxlen=4)
+history = {"recent": Recent([torch.ones(3, device="meta"), torch.ones(3)])}
+"""
+
+
+@pytest.mark.parametrize(
+    ("cell", "culprit"),
+    [("window[1] + x\n", "window[1]"), ("history['recent'][1] + x\n", "history['recent'][1]")],
+)
+def test_a_tensor_in_a_deque_is_named_and_moved(cell: str, culprit: str) -> None:
+    nb = notebook()
+    nb.run(textwrap.dedent(DEQUES) + 'x = torch.ones(3, device="meta")\n')
+    d = _culprit(nb, cell)
+    assert culprit in [c.name for c in d.culprits], d
+    fix = next(f for f in d.fixes if f.scope == "namespace")
+    assert fix.apply(nb.ns).ok
+    assert nb.error(cell) is None
+    rows = {r.name: r for r in ipydevice.inventory(nb.ns).records}
+    assert rows["window"].detail == "2 items" and "history" in rows

@@ -131,7 +131,7 @@ def check(
     if namespace is None:
         namespace = user_namespace()
     try:
-        with probe.metadata_reads(), spelling_from(namespace):
+        with probe.metadata_reads(current().time_budget), spelling_from(namespace):
             return _made_for(_check(objects, namespace, names), namespace)
     except BaseException as failure:
         # What the user's objects or audits raise (SystemExit included) is
@@ -155,8 +155,10 @@ def _check(
             entry = _root(scan, namespace[name], (("name", name),), "namespace", named=True)
             if entry not in roots:
                 roots.append(entry)
-    notes = list(scan.notes)
-    checkup = _checkup(problems_of(roots, notes), notes)
+    notes = list(scan.settled_notes())
+    problems = problems_of(roots, notes)
+    notes += [n for n in scan.settled_notes() if n not in notes]  # the audits' reads too
+    checkup = _checkup(problems, notes)
     checked = sum(1 for e in scan.entries.values() if e.kind not in ("container", "object"))
     checked += sum(1 for e in roots if e.kind in ("container", "object") and _audited(e.obj))
     return replace(checkup, checked=checked)
@@ -199,7 +201,7 @@ def _root(scan: Scan, obj: Any, path: tuple, where: str, named: bool) -> Entry:
 def watch(namespace: Mapping[str, Any], names: Iterable[str]) -> Checkup:
     """The cheap after-cell check: the model and the batch-like ``names`` a cell
     bound. Reads one parameter of the model, never all of them."""
-    with probe.metadata_reads(), spelling_from(namespace):
+    with probe.metadata_reads(current().time_budget), spelling_from(namespace):
         return _made_for(_watch(namespace, names), namespace)
 
 

@@ -37,7 +37,7 @@ def module_problems(entry: Entry, factories: bool = True) -> list[Problem]:
     out: list[Problem] = []
     if view.dispatch_device:
         return out  # spread over devices on purpose; see _companion_problems for inputs
-    if len(view.shares()) > 1:
+    if sum(1 for s in view.shares() if s.device != probe.UNKNOWN) > 1:  # (unread: no evidence)
         out.append(_split(entry, majority))
     for rel, tensor, owner in view.attributes:
         out.append(_unregistered(entry, rel, tensor, owner, majority))
@@ -67,7 +67,11 @@ def _outlier_groups(entry: Entry, majority: str) -> list[str]:
     """Off-majority tensors by name, a whole submodule named once (``model.head``)."""
     view = entry.module
     assert view is not None
-    off = [rel for rel, t, _ in view.registered if probe.tensor_facts(t).device != majority]
+    off = [
+        rel
+        for rel, t, _ in view.registered
+        if probe.tensor_facts(t).device not in (majority, probe.UNKNOWN)
+    ]
     names: list[str] = []
     for rel in off:
         owner = rel[:-1]

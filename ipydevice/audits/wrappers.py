@@ -43,6 +43,7 @@ def _wrapper_problems(entry: Entry) -> list[Problem]:
     local = os.environ.get("LOCAL_RANK", "")
     if (
         kind == "DistributedDataParallel"
+        and local.isascii()
         and local.isdigit()
         and first != f"cuda:{local}"
         and first.startswith("cuda")

@@ -5,7 +5,7 @@ with a module's or an optimizer's view of its tensors), and the rows it leaves
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -86,7 +86,7 @@ class FactsCache:
 
 
 #: The facts of a tensor not read because the scan's time was up.
-_UNREAD = TensorFacts(probe.UNKNOWN, probe.UNKNOWN, probe.UNKNOWN, 0, "not read (time budget)")
+_UNREAD = probe.UNREAD
 
 
 @dataclass(eq=False)
@@ -103,18 +103,33 @@ class ModuleView:
     #: dicts or optimizers: what a naming walk must still look into.
     held: list[tuple[Path, Any]] = field(default_factory=list)
     placement: Callable[[Any], tuple[str, int]] = probe.placement
+    #: a registry wider than ``max_items`` (see :mod:`ipydevice.collect.census`): the
+    #: tensors past the read ones counted, ``(registry's module, kind, device, count,
+    #: nbytes)``; a few kept, ``(path, tensor, kind, device, nbytes)``; and where the
+    #: counting stopped, ``(registry's module, kind, read, total)``
+    counted: list[tuple[Path, str, str, int, int]] = field(default_factory=list)
+    examples: list[tuple[Path, Any, str, str, int]] = field(default_factory=list)
+    unread: list[tuple[Path, str, int, int]] = field(default_factory=list)
     _shares: tuple[DeviceShare, ...] | None = None
 
     def shares(self) -> tuple[DeviceShare, ...]:
-        """Registered parameters and buffers per device, biggest count first."""
+        """Registered parameters and buffers per device, biggest count first (those
+        of a wide registry that were counted, not read, included)."""
         if self._shares is None:
-            self._shares = shares_of((t for _, t, _ in self.registered), self.placement)
+            shares = shares_of((t for _, t, _ in self.registered), self.placement)
+            if self.counted:
+                shares = _with_counted(shares, self.counted)
+            self._shares = shares
         return self._shares
 
+    def reset(self) -> None:
+        """Forgets the shares (what they are made of changed)."""
+        self._shares = None
+
     def majority(self) -> str:
-        """The device most registered tensors live on ('' when none)."""
-        shares = self.shares()
-        return shares[0].device if shares else ""
+        """The device most registered tensors live on ('' when none), of those read."""
+        known = [s for s in self.shares() if s.device != probe.UNKNOWN]
+        return known[0].device if known else ""
 
 
 @dataclass(eq=False)
@@ -267,6 +282,18 @@ def shares_of(
     return tuple(DeviceShare(d, counts[d], sizes[d]) for d in ordered)
 
 
+def _with_counted(
+    shares: tuple[DeviceShare, ...], counted: list[tuple[Path, str, str, int, int]]
+) -> tuple[DeviceShare, ...]:
+    counts: Counter[str] = Counter({s.device: s.count for s in shares})
+    sizes: Counter[str] = Counter({s.device: s.nbytes for s in shares})
+    for _, _, device, count, nbytes in counted:
+        counts[device] += count
+        sizes[device] += nbytes
+    ordered = sorted((d for d in counts if counts[d]), key=lambda d: (-counts[d], -sizes[d], d))
+    return tuple(DeviceShare(d, counts[d], sizes[d]) for d in ordered)
+
+
 def record_of(entry: Entry, limit: int = 200, held: list[Any] | None = None) -> ObjectRecord:
     """Turns one transient entry into a row of strings and numbers; ``held``: the
     tensors a holder holds at any depth (else its direct items are counted)."""
@@ -322,7 +349,7 @@ def record_of(entry: Entry, limit: int = 200, held: list[Any] | None = None) -> 
 
 
 def safe_len(obj: Any) -> int:
-    for base in (list, tuple, dict):
+    for base in (list, tuple, dict, deque):
         if probe.is_a(obj, base):
             return base.__len__(obj)
     return -1
@@ -337,6 +364,16 @@ def one_device(shares: tuple[DeviceShare, ...]) -> str:
 def module_detail(view: ModuleView) -> str:
     params = sum(1 for _, _, kind in view.registered if kind == "parameter")
     buffers = len(view.registered) - params
+    for _, kind, read, total in view.unread:  # (those counted are in the counts below)
+        if kind == "parameter":
+            params += total - read
+        else:
+            buffers += total - read
+    for _, kind, _, count, _ in view.counted:
+        if kind == "parameter":
+            params += count
+        else:
+            buffers += count
     parts = [plural(params, "parameter")]
     if buffers:
         parts.append(plural(buffers, "buffer"))

@@ -34,11 +34,11 @@ __all__ = ["Census", "census", "parse_path"]
 class Census(NamedTuple):
     """What the namespace holds, before the audits read it (transient): the record
     without problems, the groups of scanned roots the audits read (one for the
-    listing, one per name inspected in depth), and the notes the audits add to."""
+    listing, one per name inspected in depth), and the scan (its notes)."""
 
     inventory: Inventory
     audited: list[list[Entry]]
-    notes: list[str]
+    scan: Scan
 
 
 def census(namespace: Mapping[str, Any], names: Any, include_private: bool) -> Census:
@@ -57,7 +57,7 @@ def census(namespace: Mapping[str, Any], names: Any, include_private: bool) -> C
     rows = (record_of(e, settings.max_items, held.get(id(e))) for e in roots)
     # A container or dataclass that holds no tensor (a Diagnosis kept in ``d``) is not news.
     records = tuple(r for r in rows if r.kind != "container" or r.shares)
-    return Census(Inventory(records=records, totals=_totals(scan)), [roots], scan.notes)
+    return Census(Inventory(records=records, totals=_totals(scan)), [roots], scan)
 
 
 def _roots(
@@ -126,7 +126,12 @@ def _totals(scan: Scan) -> tuple[DeviceShare, ...]:
             device, _, _, nbytes, _ = facts
             counts[device] += 1
             sizes[device] += nbytes
-    order = sorted(counts, key=lambda d: (-sizes[d], d))
+    for entry in list(scan.entries.values()):  # a wide registry's counted tensors
+        if entry.module is not None and entry.owner is None:
+            for _, _, device, count, nbytes in entry.module.counted:
+                counts[device] += count
+                sizes[device] += nbytes
+    order = sorted((d for d in counts if counts[d]), key=lambda d: (-sizes[d], d))
     return tuple(DeviceShare(d, counts[d], sizes[d]) for d in order)
 
 
@@ -154,7 +159,7 @@ def _in_depth(scan: Scan, namespace: Mapping[str, Any], names: list[str]) -> Cen
         records.extend(_depth_rows(entry, scan))
         audited.append([entry])
     inventory = Inventory(records=tuple(records), totals=_totals(scan), names=tuple(names))
-    return Census(inventory, audited, scan.notes)
+    return Census(inventory, audited, scan)
 
 
 def _depth_rows(entry: Entry, scan: Scan) -> list[ObjectRecord]:

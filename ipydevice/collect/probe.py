@@ -15,14 +15,16 @@ from __future__ import annotations
 
 import contextlib
 import sys
-import time
 from collections.abc import Iterator, Mapping
 from typing import Any, NamedTuple
 
 from ipydevice._debug import contain
+from ipydevice.collect.budget import _ACTIVE, Budget, active_budget
 
 __all__ = [
+    "Budget",
     "TensorFacts",
+    "active_budget",
     "class_name",
     "device_str",
     "is_a",
@@ -30,6 +32,7 @@ __all__ = [
     "is_optimizer",
     "is_tensor",
     "module_dict",
+    "plain_placement",
     "tensor_facts",
     "torch_module",
 ]
@@ -43,51 +46,34 @@ _MAX_DIMS = 256
 
 
 @contextlib.contextmanager
-def metadata_reads() -> Iterator[None]:
-    """A scan's metadata reads, with tensor subclasses' ``__torch_function__`` off.
+def metadata_reads(seconds: float | None = None) -> Iterator[None]:
+    """A scan's metadata reads, with tensor subclasses' ``__torch_function__`` off,
+    within one time budget of ``seconds`` (the ``time_budget`` setting).
 
     Reading ``.device`` or ``.shape`` of a tensor subclass goes through its
     ``__torch_function__`` (a dozen calls per tensor, each the user's code);
     ``torch._C.DisableTorchFunctionSubclass`` reads them as torch does for a
     plain tensor. Entered once per diagnosis, inventory or checkup (entering it
     costs about a microsecond), never per tensor. Without torch, a no-op.
+
+    The budget (:class:`Budget`, :func:`active_budget`) is the whole diagnosis',
+    inventory's or checkup's, every scan's and every stage's: what a tensor
+    subclass's own Python reads cost is bounded by it, plus one read. A nested
+    entry keeps the outer budget.
     """
-    torch = sys.modules.get("torch")
-    disable = getattr(getattr(torch, "_C", None), "DisableTorchFunctionSubclass", None)
-    if disable is None:
-        yield
-        return
-    with disable():
-        yield
-
-
-class Budget:
-    """The wall-clock time a scan may take (``settings.time_budget``), from its start.
-
-    What user code remains (a subclass's Python ``device`` property, a sizes
-    policy of ``__torch_dispatch__``) is asked through the scan's guarded reads;
-    once the time is spent they read nothing more and the scan stops, with one
-    note saying so (:attr:`note`).
-    """
-
-    __slots__ = ("deadline", "note", "seconds")
-
-    def __init__(self, seconds: float) -> None:
-        self.seconds = seconds
-        self.deadline = time.monotonic() + seconds
-        self.note = ""
-
-    def spent(self) -> bool:
-        """True once the time is up (and from then on)."""
-        if self.note:
-            return True
-        if time.monotonic() < self.deadline:
-            return False
-        self.note = (
-            f"stopped after {self.seconds:g} s: what was not read by then is left out or "
-            "shown as ? (the time_budget setting)"
-        )
-        return True
+    outer = getattr(_ACTIVE, "budget", None)
+    if seconds is not None and outer is None:
+        _ACTIVE.budget = Budget(seconds)
+    try:
+        torch = sys.modules.get("torch")
+        disable = getattr(getattr(torch, "_C", None), "DisableTorchFunctionSubclass", None)
+        if disable is None:
+            yield
+            return
+        with disable():
+            yield
+    finally:
+        _ACTIVE.budget = outer
 
 
 def torch_module() -> Any:
@@ -289,12 +275,30 @@ class TensorFacts(NamedTuple):
     detail: str
 
 
+#: The facts of a tensor not read: the time budget was spent, or its class is slow.
+UNREAD = TensorFacts(UNKNOWN, UNKNOWN, UNKNOWN, 0, "not read (time budget)")
+
+
 def tensor_facts(tensor: Any) -> TensorFacts:
-    """Device, shape, dtype, size in bytes and a short note, from metadata only."""
+    """Device, shape, dtype, size in bytes and a short note, from metadata only;
+    a subclass's within the active budget (:class:`Budget`)."""
     if not is_tensor(tensor):
         # Not a tensor (a module passed by mistake, a lying ``__class__``): its
         # ``.device`` or ``.shape`` would be user code (a property, __getattr__).
         return TensorFacts(UNKNOWN, UNKNOWN, UNKNOWN, 0, "not a tensor")
+    budget = getattr(_ACTIVE, "budget", None)
+    if budget is None or _plain_kind(type(tensor)):
+        return _tensor_facts(tensor)
+    return budget.read(tensor, "facts", _tensor_facts, UNREAD)
+
+
+def _plain_kind(kind: type) -> bool:
+    """``torch.Tensor`` or ``nn.Parameter`` itself: C-level reads, no user code."""
+    plain = _plain_tensor_types()
+    return bool(plain) and (kind is plain[0] or kind is plain[1])
+
+
+def _tensor_facts(tensor: Any) -> TensorFacts:
     notes: list[str] = []
     try:
         device = device_str(tensor.device)
@@ -383,6 +387,29 @@ def placement(tensor: Any) -> tuple[str, int]:
             pass
     if not is_tensor(tensor):
         return UNKNOWN, 0
+    budget = getattr(_ACTIVE, "budget", None)
+    if budget is None:
+        return _placement(tensor)
+    return budget.read(tensor, "placement", _placement, (UNKNOWN, 0))
+
+
+def plain_placement(tensor: Any) -> tuple[str, int] | None:
+    """``(device, nbytes)`` of a ``torch.Tensor`` or ``nn.Parameter`` itself, by two
+    C-level reads (what counting 100,000 parameters affords); None for any other
+    object, or where they raise (read it with :func:`placement`)."""
+    plain = _plain_tensor_types()
+    kind = type(tensor)
+    if not plain or (kind is not plain[0] and kind is not plain[1]):
+        return None
+    try:
+        nbytes = tensor.nbytes
+        return (device_str(tensor.device), nbytes) if type(nbytes) is int else None
+    except BaseException as caught:
+        contain(caught)
+        return None
+
+
+def _placement(tensor: Any) -> tuple[str, int]:
     try:
         device = device_str(tensor.device)
     except BaseException as caught:

@@ -82,8 +82,9 @@ class Scan(ModuleWalks):
         self._walked: dict[int, tuple[Any, ModuleView]] = {}
         self._within: dict[int, tuple[Any, Path]] = {}
         self._unwalked: dict[int, list[Path]] = {}
-        #: wall-clock time for the whole scan (see probe.Budget), from now
-        self.budget = probe.Budget(settings.time_budget)
+        #: wall-clock time for the whole scan (see probe.Budget): the diagnosis',
+        #: inventory's or checkup's (probe.metadata_reads), else from now
+        self.budget = probe.active_budget() or probe.Budget(settings.time_budget)
         self._facts = FactsCache(self.budget, self.notes)
         self._roots: tuple[Mapping[str, Any], list[tuple[str, Any, int]]] | None = None
         self._slice: tuple[Mapping[str, Any], list[Any], list[Any], int] | None = None
@@ -475,6 +476,17 @@ class Scan(ModuleWalks):
                 self.notes.append(self.budget.note)
             return True
         return False
+
+    def _facts_budget(self) -> probe.Budget:
+        return self.budget
+
+    def settled_notes(self) -> list[str]:
+        """The notes, with what the time budget said since (a slow class, a stop
+        in a later stage's read)."""
+        for note in self.budget.said:
+            if note not in self.notes:
+                self.notes.append(note)
+        return self.notes
 
     def _note(self, text: str) -> None:
         if text not in self._warned:

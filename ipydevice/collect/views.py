@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from ipydevice.collect import probe
+from ipydevice.collect import census, probe
 from ipydevice.collect.entries import Entry, FactsCache, ModuleView, dispatch_device
 from ipydevice.collect.paths import Path, format_path
 from ipydevice.collect.walk import (
@@ -55,6 +55,8 @@ class ModuleWalks:
         if view.truncated:
             limit = self.settings.max_modules
             self._note(f"{format_path(path)}: only the first {limit} submodules were scanned")
+        for rel, kind, read, total in view.unread:
+            self._note(census.unread_note(format_path((*path, *rel)), kind, read, total))
         for rel, tensor, kind in view.registered:
             self._record_part(tensor, (*path, *rel), owner, kind)
         for rel, tensor, _ in view.attributes:
@@ -103,6 +105,7 @@ class ModuleWalks:
                 submodules.append((rel, current))
             if children:
                 stack.extend(reversed(children))
+        census.settle(view)
         return view
 
     def prewalk(self, module: Any) -> None:
@@ -175,9 +178,13 @@ class ModuleWalks:
                     continue  # ``bias=False`` registers None
                 if id(type(tensor)) in tensor_types or self._is_tensor(tensor):
                     registered.append(((*rel, ("attr", name)), tensor, kind))
+            if type(table) is dict and len(table) > limit:
+                self._count_rest(table, rel, kind, limit, view)
         children: list[tuple[Any, Path]] = []
         table = state.get("_modules")
         submodules = named_items(table, limit) if type(table) is not dict or table else ()
+        if type(table) is dict and len(table) > limit:
+            view.unread.append((rel, "submodule", limit, len(table)))
         if submodules:
             container = probe.class_name(module)
             for name, child in submodules:
@@ -196,6 +203,25 @@ class ModuleWalks:
             elif probe.is_optimizer(value):
                 view.held.append(((*rel, ("attr", name)), value))
         return children
+
+    def _count_rest(
+        self, table: dict[str, Any], rel: Path, kind: str, limit: int, view: ModuleView
+    ) -> None:
+        """The tensors of a registry past ``limit``, counted (:mod:`ipydevice.collect.census`)."""
+        done = getattr(self, "_counted_tensors", 0)
+        budget = self._facts_budget()
+        fast = self._tensor_types
+
+        def is_tensor(obj: Any) -> bool:
+            return id(type(obj)) in fast or self._is_tensor(obj)
+
+        left = census.LIMIT - done
+        self._counted_tensors = done + census.count_rest(
+            table, rel, kind, limit, view, is_tensor, budget, left
+        )
+
+    def _facts_budget(self) -> probe.Budget:
+        raise NotImplementedError
 
     def _is_tensor(self, obj: Any) -> bool:
         """:func:`probe.is_tensor`, remembering the tensor types met (by id, the
@@ -244,6 +270,10 @@ def cut_view(whole: ModuleView, rel: Path, module: Any, cut: bool) -> ModuleView
         for r, members, holder in whole.plain_lists
         if r[:size] == rel
     ]
+    view.counted = [(r[size:], k, d, c, b) for r, k, d, c, b in whole.counted if r[:size] == rel]
+    view.unread = [(r[size:], k, n, t) for r, k, n, t in whole.unread if r[:size] == rel]
+    view.examples = [(r[size:], t, k, d, b) for r, t, k, d, b in whole.examples if r[:size] == rel]
+    census.settle(view)
     return view
 
 
@@ -257,6 +287,10 @@ def splice(view: ModuleView, done: ModuleView, rel: Path) -> None:
         ((*rel, *r), [((*rel, *p), m) for p, m in members], holder)
         for r, members, holder in done.plain_lists
     ]
+    view.counted += [((*rel, *r), k, d, c, b) for r, k, d, c, b in done.counted]
+    view.unread += [((*rel, *r), k, n, t) for r, k, n, t in done.unread]
+    view.examples += [((*rel, *r), t, k, d, b) for r, t, k, d, b in done.examples]
+    view.reset()
 
 
 def path_to(outer: Any, inner: Any, limit: int) -> Path | None:

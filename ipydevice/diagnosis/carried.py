@@ -25,17 +25,21 @@ import textwrap
 from dataclasses import asdict
 from typing import Any
 
-from ipydevice.model import Diagnosis, Finding, Fix, Scope, Step
+from ipydevice.model import Diagnosis, Finding, Fix, Scope
 
 __all__ = [
     "ATTRIBUTE",
     "attach",
+    "carries",
+    "cut_note",
     "findings_of",
     "fix_of",
     "note_text",
     "parse_notes",
     "payload",
     "payload_of",
+    "received",
+    "told_fix_note",
 ]
 
 #: The attribute that holds the payload on an exception.
@@ -44,6 +48,7 @@ _VERSION = 1
 _MAX_CULPRITS = 3
 _MAX_TEXT = 2000
 _MAX_CODE_LINES = 8
+_MAX_NOTES = 16
 
 # A launcher may put its own prefix before every line (torchrun's indent, "[rank1]:").
 _HEAD = re.compile(
@@ -115,22 +120,157 @@ def note_text(data: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def payload(exc: BaseException) -> dict[str, Any] | None:
-    """The payload ``exc`` carries, or None."""
+def payload(carrier: Any) -> dict[str, Any] | None:
+    """The payload ``carrier`` (an exception, or the object a transport sent with
+    it) carries, as :func:`received` keeps it, or None."""
     try:
-        data = vars(exc).get(ATTRIBUTE)
+        data = vars(carrier).get(ATTRIBUTE)
     except TypeError:  # no __dict__
         return None
-    if isinstance(data, dict) and data.get("version") == _VERSION:
-        return data
-    return None
+    return received(data)
+
+
+def carries(exc: BaseException) -> bool:
+    """True when ``exc`` carries a payload already."""
+    try:
+        data = vars(exc).get(ATTRIBUTE)
+    except TypeError:
+        return False
+    return type(data) is dict and dict.get(data, "version") == _VERSION
+
+
+# -- a payload where it arrives ------------------------------------------------------------
+#
+# A payload comes from another process: it is read as plain data of the shape
+# ``payload_of`` gives, each field of its own type, every count and text bounded
+# before anything renders it, and what was cut said (``cut``, shown as a note).
+
+_RECEIVED_CULPRITS = 16
+_RECEIVED_DEVICES = 16
+_RECEIVED_CODE = 8000
+_RECEIVED_CODE_LINES = 120
+_SHORT = 200
+_DEVICE = re.compile(r"[a-z][a-z0-9_]{0,30}(?::\d{1,6})?", re.I)
+_TEXTS = {
+    "where": _SHORT,
+    "family": _SHORT,
+    "exc_type": _SHORT,
+    "message": _MAX_TEXT,
+    "summary": 500,
+    "target_reason": 500,
+    "headline": 500,
+}
+_CULPRIT_TEXTS = {
+    "name": 500,
+    "device": _SHORT,
+    "kind": _SHORT,
+    "where": _SHORT,
+    "why": _MAX_TEXT,
+    "rule": _SHORT,
+    "location": 500,
+}
+_FIX_TEXTS = {"title": 500, "scope": _SHORT, "location": 500, "filename": 1000}
+
+
+def received(raw: Any) -> dict[str, Any] | None:
+    """A payload as it is kept where it arrives (None when ``raw`` is not one): a new
+    plain ``dict`` of the fields :func:`payload_of` writes, each of its own type (a
+    field of another type is empty), texts and lists cut to a bound, a target that
+    is not a device's name dropped, and ``cut``: what was cut, in words.
+
+    Bounded before anything reads it: 20,000 culprits or 10 MB strings cost what
+    the bounds do."""
+    if type(raw) is not dict or dict.get(raw, "version") != _VERSION:
+        return None
+    cuts: list[str] = []
+    get = dict.get
+    data: dict[str, Any] = {"version": _VERSION}
+    for key, limit in _TEXTS.items():
+        data[key] = _text(get(raw, key), limit, key, cuts)
+    pid = get(raw, "pid")
+    data["pid"] = pid if type(pid) is int else None
+    data["target"] = _device(get(raw, "target"))
+    data["devices"] = [
+        _text(d, _SHORT, "devices", cuts)
+        for d in _items(get(raw, "devices"), _RECEIVED_DEVICES, "devices", cuts)
+    ]
+    data["culprits"] = [
+        _culprit(item, cuts)
+        for item in _items(get(raw, "culprits"), _RECEIVED_CULPRITS, "culprits", cuts)
+        if type(item) is dict
+    ]
+    fix = get(raw, "fix")
+    data["fix"] = _fix(fix, cuts) if type(fix) is dict else None
+    data["cut"] = cuts
+    return data
+
+
+def _culprit(item: dict[str, Any], cuts: list[str]) -> dict[str, Any]:
+    out = {
+        key: _text(dict.get(item, key), limit, "culprits", cuts)
+        for key, limit in _CULPRIT_TEXTS.items()
+    }
+    out["target"] = _device(dict.get(item, "target"))
+    return out
+
+
+def _fix(fix: dict[str, Any], cuts: list[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        key: _text(dict.get(fix, key), limit, "the fix", cuts) for key, limit in _FIX_TEXTS.items()
+    }
+    code = _text(dict.get(fix, "code"), _RECEIVED_CODE, "the fix's code", cuts)
+    lines = code.splitlines()
+    if len(lines) > _RECEIVED_CODE_LINES:
+        _say(cuts, "the fix's code")
+        code = "\n".join(lines[:_RECEIVED_CODE_LINES])
+    out["code"] = code
+    for key in ("lineno", "end_lineno"):
+        value = dict.get(fix, key)
+        out[key] = value if type(value) is int and 0 <= value < 10**9 else 0
+    out["original"] = ""
+    out["steps"] = []  # a move names this process's objects: never taken from another's
+    return out
+
+
+def _text(value: Any, limit: int, what: str, cuts: list[str]) -> str:
+    if type(value) is not str:
+        return ""
+    if len(value) <= limit:
+        return value
+    _say(cuts, what)
+    return value[: limit - 1] + "…"
+
+
+def _items(value: Any, limit: int, what: str, cuts: list[str]) -> list[Any]:
+    if type(value) is not list:
+        return []
+    if len(value) > limit:
+        _say(cuts, f"{len(value):,} {what}, the first {limit} kept")
+    return value[:limit]
+
+
+def _device(value: Any) -> str:
+    return value if type(value) is str and _DEVICE.fullmatch(value) else ""
+
+
+def _say(cuts: list[str], what: str) -> None:
+    if what not in cuts and len(cuts) < 8:
+        cuts.append(what)
+
+
+def cut_note(data: dict[str, Any], where: str) -> str:
+    """The note that says what of ``where``'s payload was cut where it arrived, or ''."""
+    cuts = data.get("cut") or []
+    if not cuts:
+        return ""
+    return f"what {where} sent was cut to ipydevice's bounds: {', '.join(cuts)}"
 
 
 def attach(exc: BaseException, diagnosis: Diagnosis, where: str = "") -> bool:
     """Attaches ``diagnosis`` to ``exc`` as a note and a payload, once.
 
     Returns True when it attached them (a device error that carried none yet)."""
-    if not diagnosis.is_device_error or payload(exc) is not None:
+    if not diagnosis.is_device_error or carries(exc):
         return False
     data = payload_of(diagnosis, where)
     try:
@@ -155,7 +295,11 @@ def add_note(exc: BaseException, note: str) -> None:
 
 
 def parse_notes(text: str) -> list[dict[str, Any]]:
-    """The payloads (as far as the text tells) of the notes in a traceback's text."""
+    """What the notes in a traceback's text say, as payloads marked ``told``.
+
+    Text is data, never code: whoever wrote the text (a Dataset's error message, a
+    log line) can write lines shaped like a note. What it says is shown as that
+    process's words; :func:`fix_of` never makes a fix of it."""
     found: list[dict[str, Any]] = []
     lines = text.splitlines()
     for index, line in enumerate(lines):
@@ -194,23 +338,26 @@ def parse_notes(text: str) -> list[dict[str, Any]]:
                 break
         if data["fix"] is not None:
             data["fix"]["code"] = "\n".join(code)
-        if data not in found:
-            found.append(data)
+        kept = received(data)
+        if kept is not None and kept not in found and len(found) < _MAX_NOTES:
+            found.append(kept | {"told": True})
     return found
 
 
 def findings_of(data: dict[str, Any]) -> tuple[Finding, ...]:
-    """The payload's culprits as findings, said to be where the payload comes from."""
+    """The payload's culprits as findings, said to be where the payload comes from
+    (and, for a note read from text, that its text says so)."""
     where = str(data.get("where") or "another process")
+    said = f"in {where}" + (" (as its traceback's text says)" if data.get("told") else "")
     out = []
     for item in data.get("culprits") or []:
         out.append(
             Finding(
                 name=str(item.get("name", "")),
                 device=str(item.get("device", "")),
-                kind=str(item.get("kind", "tensor")),
+                kind=str(item.get("kind") or "tensor"),
                 where=where,
-                why=f"in {where}: {item.get('why') or data.get('headline', '')}",
+                why=f"{said}: {item.get('why') or data.get('headline', '')}",
                 rule="remote",
                 target=str(item.get("target") or data.get("target") or ""),
                 location=str(item.get("location", "")),
@@ -219,19 +366,14 @@ def findings_of(data: dict[str, Any]) -> tuple[Finding, ...]:
     return tuple(out)
 
 
-def fix_of(data: dict[str, Any], keep_steps: bool) -> Fix | None:
-    """The payload's best fix; its steps only where ``keep_steps`` (the names it
-    moves are the notebook's own, as in a forked worker)."""
+def fix_of(data: dict[str, Any]) -> Fix | None:
+    """The best fix of a payload carried with the exception (never of a note read
+    from text: :func:`parse_notes`), as code to read, copy or insert. It has no
+    steps: the objects it names are that process's, not this one's."""
     fix = data.get("fix")
-    if not isinstance(fix, dict) or not fix.get("code"):
+    if data.get("told") or not isinstance(fix, dict) or not fix.get("code"):
         return None
     where = str(data.get("where") or "another process")
-    steps: tuple[Step, ...] = ()
-    if keep_steps:
-        steps = tuple(
-            Step(s["action"], tuple(tuple(p) for p in s["path"]), s["target"])
-            for s in fix.get("steps") or []
-        )
     scope: Scope = "namespace"
     if fix.get("scope") in ("cell", "source"):
         scope = fix["scope"]
@@ -240,8 +382,19 @@ def fix_of(data: dict[str, Any], keep_steps: bool) -> Fix | None:
         code=str(fix["code"]),
         scope=scope,
         location=str(fix.get("location", "")),
-        steps=steps,
         filename=str(fix.get("filename", "")),
         lineno=int(fix.get("lineno", 0) or 0),
         end_lineno=int(fix.get("end_lineno", 0) or 0),
+    )
+
+
+def told_fix_note(data: dict[str, Any], where: str) -> str:
+    """What a note read from ``where``'s traceback text says its fix is, as its words
+    (its title only), or ''."""
+    fix = data.get("fix")
+    if not data.get("told") or not isinstance(fix, dict) or not fix.get("title"):
+        return ""
+    return (
+        f"{where}'s traceback text suggests: {fix['title']} (its words, not offered as "
+        "code: a fix comes only with the exception itself)"
     )

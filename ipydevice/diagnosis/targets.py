@@ -196,7 +196,7 @@ def concrete(target: str, scan: Scan) -> str:
     if not target or ":" in target or target in ("cpu", "meta"):
         return target
     local_rank = os.environ.get("LOCAL_RANK", "")
-    if target == "cuda" and local_rank.isdigit():
+    if target == "cuda" and local_rank.isascii() and local_rank.isdigit():
         return f"cuda:{local_rank}"  # each torchrun process owns the GPU of its local rank
     seen = Counter(e.device for e in scan.entries.values() if e.kind in _TENSOR_KINDS)
     indexed = [d for d, _ in seen.most_common() if d.startswith(target + ":")]

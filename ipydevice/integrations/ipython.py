@@ -155,7 +155,8 @@ class _Hook(CellCallbacks):
 
     def install(self) -> None:
         """Registers the configurable, ``%devices``, the cell callbacks, the
-        ``_showtraceback`` wrapper and, unless ``IPyDevice.warnings`` is off, the
+        ``_showtraceback`` wrapper, the report of threads' device errors
+        (``threading.excepthook``) and, unless ``IPyDevice.warnings`` is off, the
         device-warning hooks."""
         cast("list[Configurable]", self.shell.configurables).append(self.config)
         self.shell.register_magics(self.magics)
@@ -168,6 +169,10 @@ class _Hook(CellCallbacks):
         self.active = True
         if self.config.warnings:
             self.install_warnings()
+        from ipydevice.integrations.excepthook import install_threads
+
+        shell = self.shell
+        install_threads(lambda: shell.user_ns)  # a thread's device error, after its traceback
 
     def _switches_changed(self, change: Mapping[str, Any] | None = None) -> None:
         # Read by the callbacks of every cell: plain attributes, not traitlets lookups.
@@ -200,6 +205,9 @@ class _Hook(CellCallbacks):
         """Undoes :meth:`install` and puts back the settings in force before loading."""
         self.active = False
         self.remove_warnings()
+        from ipydevice.integrations.excepthook import uninstall_threads
+
+        uninstall_threads()
         if vars(self.shell).get("_showtraceback") == self.show_traceback:
             if self.saved_showtraceback is _MISSING:
                 del self.shell._showtraceback

@@ -147,7 +147,8 @@ def panel_bundle(
 
     In terminal IPython the text fits the terminal's width and is coloured as
     IPython's tracebacks are: never under the ``NoColor`` scheme (``colors``, the
-    shell's setting) or with ``NO_COLOR``; else on a TTY or with ``FORCE_COLOR``.
+    shell's setting) or with ``NO_COLOR``; else on a TTY or with ``FORCE_COLOR``;
+    in ASCII where stdout cannot encode its glyphs.
     """
     from ipydevice.render.text import as_verbosity
 
@@ -162,6 +163,10 @@ def panel_bundle(
             color = False
         headed = headed and level == "context"
         text = render_diagnosis(diagnosis, width, color=color, verbosity=level, headed=headed)
+        if terminal:
+            from ipydevice.render.layout import for_stream
+
+            text = for_stream(text, sys.stdout)  # an ASCII-only terminal gets ASCII
         page = render_diagnosis_html(diagnosis, verbosity=level, headed=headed)
         return {"text/plain": text, "text/html": anchored(diagnosis, page)}
     return {"text/plain": str(diagnosis), "text/html": anchored(diagnosis, diagnosis._repr_html_())}

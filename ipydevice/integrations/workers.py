@@ -36,7 +36,9 @@ def process_label() -> str:
     info = _worker_info()
     if info is not None:
         return f"DataLoader worker {info.id}"
-    rank, world = os.environ.get("RANK"), os.environ.get("WORLD_SIZE")
+    from ipydevice.integrations.excepthook import environment_text
+
+    rank, world = environment_text("RANK"), environment_text("WORLD_SIZE")
     if rank is None:
         dist = sys.modules.get("torch.distributed")
         with contained("rank"):
@@ -109,7 +111,8 @@ def worker_init_fn(worker_id: Any = None, *, then: Callable[[int], Any] | None =
 
 def _diagnose_in_worker() -> None:
     """Wraps the worker loop's ``ExceptionWrapper`` in this worker process only: the
-    error is diagnosed while its frames are alive, before it is formatted as text."""
+    error is diagnosed while its frames are alive, before it is formatted as text,
+    and its payload goes with the wrapper."""
     module = sys.modules.get(_WORKER)
     original = getattr(module, "ExceptionWrapper", None)
     if original is None or getattr(original, "_ipydevice", False) or _worker_info() is None:
@@ -120,10 +123,26 @@ def _diagnose_in_worker() -> None:
             exc_info = sys.exc_info()
         if exc_info[1] is not None:
             carry(exc_info[1], _worker_namespace())
-        return original(exc_info, where)
+        wrapper = original(exc_info, where)
+        if exc_info[1] is not None:
+            _send_with(wrapper, exc_info[1])
+        return wrapper
 
     wrapping._ipydevice = True  # type: ignore[attr-defined]
     module.ExceptionWrapper = wrapping  # type: ignore[union-attr]
+
+
+def _send_with(wrapper: Any, exc: BaseException) -> None:
+    """Puts the payload on the ``ExceptionWrapper`` the worker sends: the main process
+    gets the error back as text only, and the wrapper (pickled with its attributes)
+    is the ``self`` of the ``reraise`` that raises it there
+    (:mod:`ipydevice.diagnosis.unwrap.dataloader` reads it)."""
+    with contained("diagnosis"):
+        from ipydevice.diagnosis.carried import ATTRIBUTE
+
+        data = vars(exc).get(ATTRIBUTE)
+        if isinstance(data, dict):
+            setattr(wrapper, ATTRIBUTE, data)
 
 
 def _worker_namespace() -> dict[str, Any]:

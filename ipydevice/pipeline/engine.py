@@ -206,7 +206,7 @@ def _diagnosed(
     framed = exc if exc.__traceback__ is not None or outer is None else outer
     views, around = failing_views(original, framed, exc, settings.max_frames)
     try:
-        with _collector_paused(), metadata_reads():
+        with _collector_paused(), metadata_reads(settings.time_budget):
             names = namespace if namespace is not None else default_namespace(views)
             scan = collect(views, names, settings, original, message_of(original))
             analysis = analyse_named(facts, scan, views, names, around)
@@ -283,7 +283,9 @@ def _snapshot(
         culprits=analysis.culprits,
         causes=causes,
         fixes=traced.fixes[: scan.settings.max_fixes],
-        snapshot=Snapshot(_with_culprit_rows(records, analysis.culprits), tuple(scan.notes)),
+        snapshot=Snapshot(
+            _with_culprit_rows(records, analysis.culprits), tuple(scan.settled_notes())
+        ),
         frames=tuple(v.summary for v in views) + traced.frames,
         notes=tuple(scan.notes) + analysis.notes + failed + traced.notes,
         **_relabelled(base, analysis.culprits),

@@ -18,6 +18,7 @@ from ipydevice.collect import probe
 from ipydevice.collect.inventory import census
 from ipydevice.collect.namespace import user_namespace
 from ipydevice.model import Inventory
+from ipydevice.settings import current
 
 __all__ = ["inventory"]
 
@@ -42,17 +43,18 @@ def inventory(
     if namespace is None:
         namespace = user_namespace()
     try:
-        with probe.metadata_reads():
+        with probe.metadata_reads(current().time_budget):
             found = census(namespace, names, include_private)
             # The audits' findings (registered ones included, their failures in the
             # notes); source fixes are left to ``--check``.
             problems = tuple(
                 problem.finding
                 for group in found.audited
-                for problem in problems_of(group, found.notes)
+                for problem in problems_of(group, found.scan.notes)
                 if problem.finding.rule != "factory_without_device"
             )
-            return replace(found.inventory, problems=problems, notes=tuple(found.notes))
+            notes = tuple(found.scan.settled_notes())
+            return replace(found.inventory, problems=problems, notes=notes)
     except KeyError:
         raise
     except BaseException as failure:

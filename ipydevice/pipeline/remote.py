@@ -2,9 +2,10 @@
 
 Each wrapped error becomes one block: an error of this process (a group's member)
 is diagnosed as if raised alone; an error of another process (a DataLoader worker,
-a rank, a Ray task, a pool worker) is told from what it carries: its payload, else
-the note in its traceback's text (:mod:`ipydevice.diagnosis.carried`), else its
-message alone. The notebook's namespace is never scanned for another process's
+a rank, a Ray task, a pool worker) is told from what it carries: its payload (the
+only source of another process's fix), else the note in its traceback's text (its
+words: culprits and the fix's title, never code; :mod:`ipydevice.diagnosis.carried`),
+else its message alone. The notebook's namespace is never scanned for another process's
 culprits: its objects are not the ones that failed; the audits of the classes the
 family names (a DataLoader whose Dataset moves samples to the GPU) still explain
 how that process came to fail, as causes. Blocks are merged into one
@@ -19,7 +20,15 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ipydevice.diagnosis.advice import advice
-from ipydevice.diagnosis.carried import findings_of, fix_of, parse_notes, payload
+from ipydevice.diagnosis.carried import (
+    cut_note,
+    findings_of,
+    fix_of,
+    parse_notes,
+    payload,
+    received,
+    told_fix_note,
+)
 from ipydevice.diagnosis.recognise import recognise
 from ipydevice.diagnosis.unwrap.inner import Inner, last_line
 from ipydevice.diagnosis.worker_reads import WorkerReads, dataset_path, worker_reads
@@ -31,6 +40,7 @@ _FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<fun
 _GENERIC = re.compile(r"(process \d+)?")  # the label of a process that knew no rank
 _MAX_BLOCKS = 16
 _MAX_FRAMES = 40
+_MAX_TEXT = 256 * 1024  # of another process's traceback text: its end is read
 
 
 def combined(
@@ -65,35 +75,41 @@ def _labelled(d: Diagnosis, where: str) -> Diagnosis:
 
 
 def _remote(inner: Inner, namespace: Mapping[str, Any] | None) -> Diagnosis | None:
-    data = payload(inner.exc) if inner.exc is not None else None
-    if data is None and inner.text:
-        parsed = parse_notes(inner.text)
-        data = parsed[0] if parsed else None
+    text = inner.text if len(inner.text) <= _MAX_TEXT else inner.text[-_MAX_TEXT:]
+    sent = _sent(inner)
+    told = None
+    if sent is None and text:
+        parsed = parse_notes(text)
+        told = parsed[0] if parsed else None
+    data = sent if sent is not None else told
     if data is not None and _GENERIC.fullmatch(str(data.get("where") or "")):
         data = {**data, "where": inner.where}  # what the wrapper says is more precise
     if inner.exc is not None and inner.exc.args and isinstance(inner.exc.args[0], str):
-        exc_type, message = type(inner.exc).__name__, inner.exc.args[0]
+        exc_type, message = type(inner.exc).__name__, inner.exc.args[0][:_MAX_TEXT]
     else:
-        exc_type, message = last_line(inner.text)
+        exc_type, message = last_line(text)
     facts = recognise(message, exc_type)
     if not facts.is_device_error and data is None:
         return None
     where = _where(inner, namespace)
     target = str((data or {}).get("target") or "")
-    fix = fix_of(data, keep_steps=False) if data else None
-    frames = _frames(inner.text)
+    # a fix only from a payload sent with the exception: text is data, never code
+    fix = fix_of(data) if data is not None and sent is not None else None
+    frames = _frames(text)
     notes = [
         f"raised in {inner.where}: its objects live in that process, so none of this "
         "namespace's is blamed"
     ]
-    reads = _dataset_reads(inner, namespace, frames, facts.devices) if data is None else None
+    reads = _dataset_reads(inner, namespace, frames, facts.devices) if sent is None else None
     if reads is not None:
         notes = [
             f"raised in {inner.where}: its Dataset is a copy of this one's, so what its "
             "failing line read is named here, and no other object of this namespace"
         ]
-    if data is None and inner.hint:
+    if sent is None and inner.hint:
         notes.append(f"for {inner.where}'s own culprit and fix: {inner.hint}")
+    if data is not None:
+        notes += [n for n in (told_fix_note(data, inner.where), cut_note(data, inner.where)) if n]
     reason = str((data or {}).get("target_reason") or "")
     culprits = findings_of(data) if data else ()
     family = facts.family or str((data or {}).get("family") or "") or None
@@ -123,6 +139,16 @@ def _remote(inner: Inner, namespace: Mapping[str, Any] | None) -> Diagnosis | No
         frames=frames,
         notes=tuple(notes),
     )
+
+
+def _sent(inner: Inner) -> dict[str, Any] | None:
+    """The payload sent with the wrapped error: on its exception, or given by the
+    unwrapper (``extra["payload"]``: what the transport carried beside the text)."""
+    if inner.exc is not None:
+        data = payload(inner.exc)
+        if data is not None:
+            return data
+    return received(inner.extra.get("payload"))
 
 
 def _dataset_reads(

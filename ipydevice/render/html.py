@@ -383,7 +383,10 @@ def render_checkup_html(checkup: Any) -> str:
     checkup = visible_fields(checkup)
     style = ROOT_STYLE.replace(ACCENT, "#2f9e44") if not checkup.problems else ROOT_STYLE
     if not checkup.problems:
-        return f'<div class="ipydevice-panel ipydevice-check" style="{style}">ipydevice · check: {escape(checkup_all_clear(checkup))}</div>'
+        notes = "".join(
+            f'<div style="{MUTED}">note: {_inline_code(n)}</div>' for n in checkup.notes
+        )
+        return f'<div class="ipydevice-panel ipydevice-check" style="{style}">ipydevice · check: {escape(checkup_all_clear(checkup))}{notes}</div>'
     items = "".join(
         f'<li><code style="{INLINE};font-weight:600">{escape(p.name)}</code>: {_inline_code(p.why)}'
         + (f' <span style="{MUTED}">[{escape(p.location)}]</span>' if p.location else "")

@@ -1,14 +1,54 @@
 """Text laid out in display columns: widths that count an east-asian wide character
 as two and a combining mark as none, padding, cutting and wrapping at word
-boundaries. Standard library only; the text renderers use it."""
+boundaries, and text a stream can encode. Standard library only; the text renderers
+use it."""
 
 from __future__ import annotations
 
+import codecs
 import textwrap
 import unicodedata
 from collections.abc import Mapping, Sequence
+from typing import Any
 
-__all__ = ["columns", "cut", "display_width", "pad", "wrap", "wrap_cell"]
+__all__ = ["columns", "cut", "display_width", "for_stream", "pad", "wrap", "wrap_cell"]
+
+#: The report's own glyphs in ASCII, one column each, so that tables stay aligned.
+_ASCII_GLYPHS = str.maketrans(
+    {
+        "\u00b7": "-",  # the title's middle dot
+        "\u2026": "~",  # a cut
+        "\u2014": "-",
+        "\u00d7": "x",
+        "\u2717": "x",
+        "\u2718": "x",
+        "\u2714": "+",
+        "\u203a": ">",
+        "\u2501": "=",
+        "\uff58": "x",
+    }
+)
+
+
+def for_stream(text: str, stream: Any) -> str:
+    """``text`` as ``stream`` can write it: unchanged where its encoding (UTF-8
+    nearly everywhere) encodes every character; else (``PYTHONIOENCODING=ascii``, a
+    Latin-1 console) the report's own glyphs in ASCII and any other character the
+    encoding lacks as its backslash escape, never a ``UnicodeEncodeError``."""
+    if text.isascii():
+        return text
+    encoding = getattr(stream, "encoding", None) or "utf-8"
+    try:
+        codecs.lookup(encoding)
+    except (LookupError, TypeError):
+        encoding = "ascii"
+    try:
+        text.encode(encoding)
+        return text
+    except UnicodeEncodeError:
+        pass
+    degraded = text.translate(_ASCII_GLYPHS)
+    return degraded.encode(encoding, "backslashreplace").decode(encoding, "replace")
 
 
 def display_width(text: str) -> int:

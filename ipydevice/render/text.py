@@ -526,9 +526,13 @@ def nothing_here(where: str = "found") -> str:
 
 
 def checkup_all_clear(checkup: Any) -> str:
-    """``no device problems found``, or that there was nothing to check."""
+    """``no device problems found``, or that there was nothing to check; ``in what
+    was read`` where the notes say something was left unread (a wide registry, the
+    time budget, a limit)."""
     if getattr(checkup, "checked", -1) == 0 and not checkup.notes:
         return f"nothing to check ({nothing_here()})"
+    if checkup.notes:
+        return "no device problems found in what was read (see the notes)"
     return "no device problems found"
 
 
@@ -536,7 +540,8 @@ def render_checkup(checkup: Any, width: int = 100) -> str:
     """``ipydevice.check()`` / ``%devices --check`` as text."""
     checkup = visible_fields(checkup)
     if not checkup.problems:
-        return f"ipydevice · check: {checkup_all_clear(checkup)}"
+        head = f"ipydevice · check: {checkup_all_clear(checkup)}"
+        return "\n".join([head, *(f"  note: {n}" for n in checkup.notes)])
     out = [f"ipydevice · check: {plural(len(checkup.problems), 'problem')}"]
     for problem in checkup.problems:
         where = f"  [{problem.location}]" if problem.location else ""

@@ -1,7 +1,9 @@
-"""Lists and tuples (named tuples by field name: ``out.logits``)."""
+"""Lists, tuples (named tuples by field name: ``out.logits``) and deques."""
 
 from __future__ import annotations
 
+import itertools
+from collections import deque
 from typing import Any
 
 from ipydevice.collect import probe
@@ -10,7 +12,7 @@ from ipydevice.collect.reading import plain_name
 
 
 def matches(kind: type) -> bool:
-    return issubclass(kind, (list, tuple))
+    return issubclass(kind, (list, tuple, deque))
 
 
 def items(obj: Any, limit: int) -> Items | None:
@@ -21,6 +23,12 @@ def items(obj: Any, limit: int) -> Items | None:
         triples = zip(range(limit), fields, tuple.__iter__(obj), strict=False)
         named = ((plain_name(name), value) for _, name, value in triples)
         return [(("attr", n), value) for n, value in named if n is not None]
+    if issubclass(kind, deque):
+        try:  # deque's own iterator (a subclass's __iter__ is not run), cut at the limit
+            queued = list(itertools.islice(deque.__iter__(obj), limit))
+        except RuntimeError:  # changed while read (another thread)
+            return []
+        return [(("item", index), value) for index, value in enumerate(queued)]
     values = list.__iter__(obj) if issubclass(kind, list) else tuple.__iter__(obj)
     # zip stops at range's end without pulling an item past the limit.
     return [(("item", index), value) for index, value in zip(range(limit), values, strict=False)]

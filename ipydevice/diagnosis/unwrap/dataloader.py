@@ -3,13 +3,16 @@
 
 The worker's objects are copies (fork) or unpickled copies (spawn) of the
 notebook's: none of the notebook's is blamed for them. The Dataset's variable is
-named from the iterator the failing ``next()`` ran on."""
+named from the iterator the failing ``next()`` ran on. The worker's own diagnosis
+comes with the ``ExceptionWrapper`` it sent (``ipydevice.worker_init_fn``), never
+from the text: a Dataset's error message may hold anything."""
 
 from __future__ import annotations
 
 import re
 from typing import Any
 
+from ipydevice.diagnosis.carried import ATTRIBUTE
 from ipydevice.diagnosis.unwrap.inner import Inner
 
 NAME = "dataloader_worker"
@@ -18,6 +21,7 @@ _CAUGHT = re.compile(
     r"Caught (?P<type>\w+) in DataLoader worker process (?P<worker>\d+)\.\s*\nOriginal "
 )
 HINT = "DataLoader(..., worker_init_fn=ipydevice.worker_init_fn)"
+_MAX_FRAMES = 200
 
 
 def unwrap(exc: BaseException) -> list[Inner]:
@@ -25,8 +29,10 @@ def unwrap(exc: BaseException) -> list[Inner]:
     match = _CAUGHT.match(text)
     if match is None:
         return []
-    dataset = _dataset(exc)
+    dataset, sent = _from_frames(exc)
     extra: dict[str, Any] = {} if dataset is None else {"dataset": dataset}
+    if sent is not None:
+        extra["payload"] = sent
     return [
         Inner(
             where=f"DataLoader worker {match['worker']}",
@@ -43,15 +49,24 @@ def _message(exc: BaseException) -> str:
     return first if isinstance(first, str) else ""
 
 
-def _dataset(exc: BaseException) -> Any:
+def _from_frames(exc: BaseException) -> tuple[Any, Any]:
     """The failing DataLoader's Dataset (held while diagnosing only), from the
-    iterator whose ``__next__`` is in the traceback."""
+    iterator whose ``__next__`` is in the traceback; and the payload the worker sent
+    on its ``ExceptionWrapper`` (``ipydevice.worker_init_fn``), the ``self`` of the
+    ``reraise`` that raised the error here."""
+    dataset = sent = None
     tb = exc.__traceback__
-    while tb is not None:
+    for _ in range(_MAX_FRAMES):
+        if tb is None:
+            break
         frame = tb.tb_frame
-        if frame.f_code.co_name == "__next__":
+        name = frame.f_code.co_name
+        if name in ("__next__", "reraise"):
             state = getattr(frame.f_locals.get("self"), "__dict__", None)
-            if isinstance(state, dict) and "_dataset" in state:
-                return state["_dataset"]
+            if isinstance(state, dict):
+                if name == "__next__" and "_dataset" in state and dataset is None:
+                    dataset = state["_dataset"]
+                elif name == "reraise" and ATTRIBUTE in state:
+                    sent = state[ATTRIBUTE]
         tb = tb.tb_next
-    return None
+    return dataset, sent
