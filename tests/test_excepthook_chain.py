@@ -141,9 +141,8 @@ def test_for_stream_degrades_only_what_the_encoding_lacks():
 
 
 def test_the_terminal_panel_in_ascii(monkeypatch):
-    from ipydevice.diagnosis.engine import diagnose
-
     from ipydevice.integrations.ipython_display import panel_bundle
+    from ipydevice.pipeline.engine import diagnose
 
     monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(io.BytesIO(), encoding="ascii"))
     bundle = panel_bundle(diagnose(_device_error(), namespace={}), True, "Verbose")
