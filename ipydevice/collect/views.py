@@ -179,10 +179,10 @@ class ModuleWalks:
         table = state.get("_modules")
         submodules = named_items(table, limit) if type(table) is not dict or table else ()
         if submodules:
-            container = probe.class_name(module)
-            for name, child in submodules:
+            kind = type(module)
+            for position, (name, child) in enumerate(submodules):
                 if child is not None:
-                    children.append((child, (*rel, child_step(container, name))))
+                    children.append((child, (*rel, child_step(kind, name, position))))
         if only_usual_attributes(module, state):
             return children  # nn.Linear & co. with nothing the user added
         for name, value in public_items(state, limit):
@@ -273,14 +273,16 @@ def path_to(outer: Any, inner: Any, limit: int) -> Path | None:
                 index = list(map(id, dict.values(children))).index(id(inner))
             except ValueError:
                 if not rel:  # the containers one level down (a ModuleList of layers)
-                    container = probe.class_name(module)
+                    kind = type(module)
                     below += [
-                        ((child_step(container, name),), child)
-                        for name, child in itertools.islice(dict.items(children), limit)
+                        ((child_step(kind, name, position),), child)
+                        for position, (name, child) in enumerate(
+                            itertools.islice(dict.items(children), limit)
+                        )
                         if child is not None
                     ]
                 continue
             name = list(dict.keys(children))[index]
-            return (*rel, child_step(probe.class_name(module), name))
+            return (*rel, child_step(type(module), name, index))
         level = below
     return None

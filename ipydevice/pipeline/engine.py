@@ -33,12 +33,14 @@ from ipydevice._debug import contain, failure_line
 from ipydevice.audits.common import unwrapped
 from ipydevice.audits.explain import explaining_audits
 from ipydevice.collect import compiled, wrapped
+from ipydevice.collect.checked import verify_paths
 from ipydevice.collect.derived import name_sources
 from ipydevice.collect.failing import collect
 from ipydevice.collect.frames import FrameView, walk_frames
 from ipydevice.collect.namespace import user_namespace
 from ipydevice.collect.owners import name_owners
 from ipydevice.collect.probe import class_name, metadata_reads
+from ipydevice.collect.reach import name_from_roots
 from ipydevice.collect.roots import prefer_held_roots
 from ipydevice.collect.scan import Scan
 from ipydevice.collect.siblings import add_siblings
@@ -416,6 +418,10 @@ def name_in_depth(
         owned |= add_siblings(scan, loops, wanted, lambda e: off_target(e, target))
     # Sources over derived locals: ``a = self.table[t]`` is ``helper.table``.
     owned |= name_sources(scan, views or [], namespace, wanted)
+    # Class dicts and the user's own modules: ``self.MEAN`` is ``Stats.MEAN``.
+    owned |= bool(name_from_roots(scan, namespace, wanted))
+    # Every path shown evaluates back to its object: one that does not loses its name.
+    owned |= verify_paths(scan, namespace, wanted)
     return owned or any(entry.named and key not in before for key, entry in scan.entries.items())
 
 
