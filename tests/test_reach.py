@@ -161,3 +161,157 @@ def test_a_constant_of_the_users_own_module_is_named_through_the_module(tmp_path
         {"prep": prep_consts, "torch": torch},
     )
     assert d.culprits[0].name == "prep.OFFSET"
+
+
+# -- functools caches -------------------------------------------------------------------
+
+
+def test_a_cached_helpers_result_is_named_by_the_call_and_fixed_where_it_is_made():
+    nb = Notebook()
+    setup = textwrap.dedent(
+        """
+        import functools
+        import torch
+        @functools.cache
+        def positions(length, scale=1):
+            return torch.linspace(0, 1, length) * scale
+        h = torch.randn(2, 6, device='cuda')
+        """
+    )
+    cell = "out = h + positions(6)\n"
+    with fake_cuda(), torch.no_grad():
+        nb.run(setup)
+        d = ipydevice.diagnose(nb.fails(cell), namespace=nb.ns)
+    assert d.culprits[0].name == "positions(6) in positions's cache"
+    fix = d.fixes[0]
+    assert fix.scope == "source" and "device='cuda:0'" in fix.code
+    assert "positions.cache_clear()" in fix.title
+    # the edited definition, run again, makes a new function with an empty cache
+    again = Notebook()
+    with fake_cuda(), torch.no_grad():
+        again.run(setup.replace(fix.original, fix.code, 1))
+        assert again.error(cell) is None
+        assert again.ns["out"].device == torch.device("cuda", 0)
+
+
+def test_cached_results_are_read_without_calling_bounded_or_not():
+    import functools
+
+    from ipydevice.collect.caches import cached_results
+
+    calls = []
+
+    @functools.lru_cache(maxsize=8)
+    def table(n, *, kind="a"):
+        calls.append(n)
+        return [n, kind]
+
+    table(3)
+    table(4, kind="b")
+    found = dict(cached_results(table, 10))
+    assert found == {"3": [3, "a"], "4, kind='b'": [4, "b"]}
+    assert calls == [3, 4]
+
+
+# -- holders without .to() --------------------------------------------------------------
+
+
+def _on_standin(setup: str, cell: str) -> tuple[Notebook, ipydevice.Diagnosis]:
+    """The diagnosis of ``cell`` on the ``openreg`` stand-in (a device with data);
+    its first fix applied, the cell must run."""
+    from standin import standin
+
+    nb = Notebook()
+    with standin():
+        nb.run(textwrap.dedent(setup))
+        d = ipydevice.diagnose(nb.fails(textwrap.dedent(cell)), namespace=nb.ns)
+        assert d.fixes and d.fixes[0].apply(nb.ns).ok, str(d)
+        assert nb.error(textwrap.dedent(cell)) is None, str(d)
+    return nb, d
+
+
+def test_a_distribution_read_through_self_is_named_from_the_users_root_and_moved_whole():
+    nb, d = _on_standin(
+        """
+        import torch, torch.nn as nn
+        from torch.distributions import Independent, Normal
+        class Flow(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.net = nn.Linear(4, 4)
+                self.base = Independent(Normal(torch.zeros(4), torch.ones(4)), 1)
+            def forward(self, x):
+                return self.base.log_prob(self.net(x))
+        flow = Flow().to('openreg')
+        x = torch.randn(2, 4, device='openreg')
+        """,
+        "lp = flow(x)\n",
+    )
+    names = [f.name for f in d.culprits]
+    assert names == ["flow.base.base_dist.loc", "flow.base.base_dist.scale"]
+    assert " in Flow.forward" not in str(d)
+    assert nb.ns["flow"].base.base_dist.scale.device.type != "cpu"
+
+
+def test_the_other_tensors_of_a_holder_with_behaviour_move_with_the_one_read():
+    nb, d = _on_standin(
+        """
+        import torch, torch.nn as nn
+        from torch.distributions import Categorical
+        class Policy(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.net = nn.Linear(4, 3)
+                self.extras = {'prior': Categorical(probs=torch.ones(3) / 3)}
+            def forward(self, x):
+                return self.net(x) + self.extras['prior'].logits
+        policy = Policy().to('openreg')
+        x = torch.randn(2, 4, device='openreg')
+        """,
+        "out = policy(x)\n",
+    )
+    assert [f.name for f in d.culprits] == [
+        "policy.extras['prior'].logits",
+        "policy.extras['prior'].probs",
+    ]
+    prior = nb.ns["policy"].extras["prior"]
+    assert prior.probs.device.type != "cpu"  # sample() uses probs: it moved too
+
+
+def test_a_plain_record_moves_only_the_field_read():
+    d = _fixed(
+        """
+        import torch
+        from types import SimpleNamespace
+        opts = SimpleNamespace(temperature=torch.tensor([0.5, 2.0]), table=torch.ones(9), n=2)
+        logits = torch.randn(3, 2, device='cuda')
+        """,
+        "scaled = logits / opts.temperature\n",
+    )
+    assert [f.name for f in d.culprits] == ["opts.temperature"]
+    assert "opts.table" not in d.fixes[0].code
+
+
+# -- defaults and closures (the closure holder) -----------------------------------------
+
+
+def test_a_kw_only_default_and_a_closure_two_levels_deep_are_named_and_moved():
+    d = _fixed(
+        """
+        import torch
+        def make():
+            offset = torch.ones(3)
+            def middle():
+                def inner(x, *, gain=torch.full((3,), 2.0)):
+                    return x * gain + offset
+                return inner
+            return middle()
+        step = make()
+        x = torch.randn(3, device='cuda')
+        """,
+        "y = step(x)\n",
+    )
+    assert d.culprits[0].name in (
+        "step.__kwdefaults__['gain']",
+        "step.__closure__[0].cell_contents",
+    )

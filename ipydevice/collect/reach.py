@@ -8,18 +8,30 @@ modules and holders. Some objects the failing code reads live elsewhere:
   instance's class or of a base class (``Stats.MEAN``, named by the class that stores
   it when the user holds that class, else by the class they hold);
 * in the globals of a module of the user's own files (``import prep`` then
-  ``prep.TABLE``, or ``prep.Scaler.MEAN``).
+  ``prep.TABLE``, or ``prep.Scaler.MEAN``);
+* in the cache of a ``functools.lru_cache``/``cache`` function: the result of
+  ``get_table(4)``, read through the garbage collector's referents of the cache
+  (no call, no ``repr``). No path assigns to a cached result: it is shown as
+  ``get_table(4)`` in ``get_table``'s cache (the arguments written when they are
+  plain literals), and the fix is to move what the failing line uses.
 
 :func:`name_from_roots` gives such an object the path from the namespace name that
 reaches it, once :func:`checked.follow` confirms that the path's text evaluates to
 that very object; a fix then assigns to that path (``Stats.MEAN =
-Stats.MEAN.to(...)``). Class dicts and module globals are read as stored (no
+Stats.MEAN.to(...)``).
+
+:func:`name_frame_chains` names what a user's function read through an object no
+walk enters (``self.prior.loc``, a distribution kept as a module's attribute; a
+config object's field) from the root the user holds: the chain's first name is a
+local of that frame, and the object it names has a namespace path (``self`` is
+``vae``), so the chain is ``vae.prior.loc``, once that path evaluates to it. Class dicts and module globals are read as stored (no
 metaclass, no property, no module ``__getattr__`` runs), bounded by
 ``settings.max_items`` per dict.
 """
 
 from __future__ import annotations
 
+import ast
 import itertools
 import types
 from collections.abc import Iterator, Mapping
@@ -27,14 +39,15 @@ from typing import Any
 
 from ipydevice._debug import contain
 from ipydevice.collect import probe
+from ipydevice.collect.caches import CACHED, cached_results
 from ipydevice.collect.checked import follow
-from ipydevice.collect.frames import is_user_file
+from ipydevice.collect.frames import FrameView, is_user_file
 from ipydevice.collect.holders.base import class_dicts
 from ipydevice.collect.paths import Path
 from ipydevice.collect.roots import held_names
 from ipydevice.collect.scan import Scan
 
-__all__ = ["name_from_roots"]
+__all__ = ["name_frame_chains", "name_from_roots"]
 
 #: Namespace names looked at for classes and modules.
 _MAX_NAMES = 20_000
@@ -53,6 +66,15 @@ def name_from_roots(scan: Scan, namespace: Mapping[str, Any], wanted: set[int]) 
         limit = scan.settings.max_items
         for name, value in itertools.islice(dict.items(namespace), _MAX_NAMES):
             if type(name) is not str or name.startswith("_") or not name.isidentifier():
+                continue
+            if type(value) is CACHED:
+                for text, obj in cached_results(value, limit):
+                    key = id(obj)
+                    if key in left:
+                        entry = scan.entries[key]
+                        entry.path, entry.where = (("local", f"{name}({text})"),), f"{name}'s cache"
+                        named.add(key)
+                        left.discard(key)
                 continue
             for path, obj in _reached(name, value, held, limit):
                 key = id(obj)
@@ -141,3 +163,73 @@ def _user_module(module: Any) -> bool:
     state = probe.module_dict(module)
     filename = state.get("__file__") if type(state) is dict else None
     return type(filename) is str and is_user_file(filename)
+
+
+def name_frame_chains(
+    scan: Scan, views: list[FrameView], namespace: Mapping[str, Any], wanted: set[int]
+) -> set[int]:
+    """Names the unnamed entries of ``wanted`` (ids) recorded as a chain a user's
+    frame read (``self.prior.loc in VAE.forward``) from the namespace path of the
+    chain's root (see module docstring); returns the ids named."""
+    named: set[int] = set()
+    try:
+        frames = {v.label: v for v in views if v.is_user}
+        # what the report is about, and the holders it is read through
+        holders = {id(e.owner.obj) for k, e in scan.entries.items() if k in wanted and e.owner}
+        chained = [
+            entry
+            for key, entry in scan.entries.items()
+            if (key in wanted or key in holders)
+            and not entry.named
+            and entry.path[:1]
+            and entry.path[0][0] == "local"
+            and entry.where in frames
+        ]
+        # the holder before what it holds: naming ``self.prior`` renames ``self.prior.loc``
+        for entry in sorted(chained, key=lambda e: len(e.path)):
+            if entry.named:
+                continue
+            parsed = _chain_steps(str(entry.path[0][1]))
+            if parsed is None:
+                continue
+            root, steps = parsed
+            try:
+                local = frames[entry.where].frame.f_locals.get(root, _ABSENT)
+            except BaseException as caught:
+                contain(caught)
+                continue
+            held = scan.entries.get(id(local))
+            if held is None or not held.named or held.obj is not local:
+                continue
+            path: Path = (*held.path, *steps, *entry.path[1:])
+            if follow(path, namespace) is entry.obj:
+                named |= scan._rename(entry, path)
+    except BaseException as caught:
+        contain(caught)
+    return named
+
+
+_ABSENT: Any = object()
+
+
+def _chain_steps(text: str) -> tuple[str, Path] | None:
+    """``('self', (('attr', 'prior'), ('attr', 'loc')))`` for ``self.prior.loc``; None
+    for anything but a name followed by attributes and constant subscripts."""
+    try:
+        node: ast.AST = ast.parse(text, mode="eval").body
+    except SyntaxError:
+        return None
+    steps: list[tuple[str, Any]] = []
+    while not isinstance(node, ast.Name):
+        if isinstance(node, ast.Attribute):
+            steps.append(("attr", node.attr))
+            node = node.value
+        elif isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
+            key = node.slice.value
+            if type(key) not in (str, int):
+                return None
+            steps.append(("item", key))
+            node = node.value
+        else:
+            return None
+    return node.id, tuple(reversed(steps))

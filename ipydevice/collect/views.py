@@ -179,10 +179,10 @@ class ModuleWalks:
         table = state.get("_modules")
         submodules = named_items(table, limit) if type(table) is not dict or table else ()
         if submodules:
-            kind = type(module)
+            cls = type(module)
             for position, (name, child) in enumerate(submodules):
                 if child is not None:
-                    children.append((child, (*rel, child_step(kind, name, position))))
+                    children.append((child, (*rel, child_step(cls, name, position))))
         if only_usual_attributes(module, state):
             return children  # nn.Linear & co. with nothing the user added
         for name, value in public_items(state, limit):
