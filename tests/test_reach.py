@@ -311,7 +311,7 @@ def test_a_kw_only_default_and_a_closure_two_levels_deep_are_named_and_moved():
         """,
         "y = step(x)\n",
     )
-    assert d.culprits[0].name in (
+    assert [f.name for f in d.culprits] == [
         "step.__kwdefaults__['gain']",
         "step.__closure__[0].cell_contents",
-    )
+    ]
