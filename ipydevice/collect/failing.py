@@ -12,6 +12,7 @@ from typing import Any
 
 from ipydevice import settings as _settings
 from ipydevice.collect import probe
+from ipydevice.collect.caches import cached_operands
 from ipydevice.collect.compiled import failing_frames, is_compile_error, user_code_locations
 from ipydevice.collect.frames import FrameView, line_operands, method_receivers, walk_frames
 from ipydevice.collect.namespace import code_names
@@ -109,6 +110,7 @@ def _collect_user_frame(scan: Scan, view: FrameView, index: int, innermost: bool
             user=True,
             frame=index,
         )
+    cached_operands(scan, view, index, innermost)
     owner = view.self_object
     if owner is not None:
         scan.add(owner, (("local", "self"),), view.label, user=True)

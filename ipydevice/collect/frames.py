@@ -291,6 +291,11 @@ def _attribute(base: Any, name: str) -> tuple[bool, Any]:
             fields = probe.class_attribute(type(base), "_fields")
             if type(fields) is tuple and name in fields:
                 return True, tuple.__getitem__(base, fields.index(name))
+        # a class attribute along the MRO (``self.MEAN`` kept by a base class), when
+        # it is plain data: a descriptor's value would be user code
+        stored = own_attribute(base if type(base) is type else type(base), name)
+        if stored is not None and probe.class_attribute(type(stored), "__get__") is None:
+            return True, stored
     except BaseException as caught:
         contain(caught)
         return False, None

@@ -186,10 +186,10 @@ class ModuleWalks:
         if type(table) is dict and len(table) > limit:
             view.unread.append((rel, "submodule", limit, len(table)))
         if submodules:
-            container = probe.class_name(module)
-            for name, child in submodules:
+            cls = type(module)
+            for position, (name, child) in enumerate(submodules):
                 if child is not None:
-                    children.append((child, (*rel, child_step(container, name))))
+                    children.append((child, (*rel, child_step(cls, name, position))))
         if only_usual_attributes(module, state):
             return children  # nn.Linear & co. with nothing the user added
         for name, value in public_items(state, limit):
@@ -307,14 +307,16 @@ def path_to(outer: Any, inner: Any, limit: int) -> Path | None:
                 index = list(map(id, dict.values(children))).index(id(inner))
             except ValueError:
                 if not rel:  # the containers one level down (a ModuleList of layers)
-                    container = probe.class_name(module)
+                    kind = type(module)
                     below += [
-                        ((child_step(container, name),), child)
-                        for name, child in itertools.islice(dict.items(children), limit)
+                        ((child_step(kind, name, position),), child)
+                        for position, (name, child) in enumerate(
+                            itertools.islice(dict.items(children), limit)
+                        )
                         if child is not None
                     ]
                 continue
             name = list(dict.keys(children))[index]
-            return (*rel, child_step(probe.class_name(module), name))
+            return (*rel, child_step(type(module), name, index))
         level = below
     return None

@@ -10,7 +10,8 @@ from typing import Any
 
 from ipydevice._debug import contain
 from ipydevice.collect import holders, probe
-from ipydevice.collect.paths import Path
+from ipydevice.collect.holders.base import own_attribute
+from ipydevice.collect.paths import Path, is_name
 from ipydevice.collect.reading import dict_items, named_items, plain_name
 
 SKIP_NAMES = frozenset({"In", "Out", "exit", "quit", "get_ipython"})
@@ -107,20 +108,58 @@ def container_items(obj: Any, limit: int) -> list[tuple[tuple[str, Any], Any]] |
     return holders.items_of(obj, limit)
 
 
-def child_step(container: str, name: str) -> tuple[str, Any]:
-    if container in ("ModuleList", "Sequential") and name.isdigit():
+#: module class id -> (the class, how its ``[]`` reads a submodule: "number" (the
+#: name's number), "position", "key", or "" when it has no ``[]`` of torch's containers).
+_INDEXING: dict[int, tuple[type, str]] = {}
+
+
+def indexing(kind: type) -> str:
+    """How ``kind``'s ``[]`` finds a submodule, decided once per class by the
+    ``__getitem__`` it inherits (no user code runs): torch's list-like containers
+    take a number: a ``ModuleList`` (and its subclasses, such as the
+    ``ParametrizationList`` of ``lin.parametrizations.weight``) reads the submodule
+    registered under that number, a ``Sequential`` the one at that position; a
+    ``ModuleDict`` takes the key; a class with a ``[]`` of its own,
+    or none, is read through attributes (``getattr(block, '0')``)."""
+    found = _INDEXING.get(id(kind))
+    if found is not None and found[0] is kind:
+        return found[1]
+    how = ""
+    torch = probe.torch_module()
+    getitem = own_attribute(kind, "__getitem__")
+    if torch is not None and getitem is not None:
+        nn = torch.nn
+        if getitem is nn.ModuleList.__getitem__:
+            how = "number"
+        elif getitem is nn.Sequential.__getitem__:
+            how = "position"
+        elif getitem is nn.ModuleDict.__getitem__:
+            how = "key"
+    _INDEXING[id(kind)] = (kind, how)
+    return how
+
+
+def child_step(kind: type, name: str, position: int) -> tuple[str, Any]:
+    """The step from a module of class ``kind`` to its submodule registered as
+    ``name``, the ``position``-th of its ``_modules``, as the user writes it and as
+    it evaluates: ``layers[3]`` (a list-like container's position), ``heads['en']``
+    (a dict-like one's key), ``encoder.block``, ``getattr(block, '0')``."""
+    how = indexing(kind)
+    if how == "number" and name.isdecimal() and str(int(name)) == name:
         return ("item", int(name))
-    if container == "ModuleDict" or not name.isidentifier():
+    if how == "position" and not is_name(name):
+        return ("item", position)
+    if how == "key":
         return ("item", name)
     return ("attr", name)
 
 
 def module_children(module: Any, limit: int) -> Iterator[tuple[tuple[str, Any], Any]]:
     state = probe.module_dict(module)
-    container = probe.class_name(module)
-    for name, child in named_items(state.get("_modules"), limit):
+    kind = type(module)
+    for position, (name, child) in enumerate(named_items(state.get("_modules"), limit)):
         if child is not None:
-            yield child_step(container, name), child
+            yield child_step(kind, name, position), child
     for slot in ("_parameters", "_buffers"):
         for name, tensor in named_items(state.get(slot), limit):
             if tensor is not None:

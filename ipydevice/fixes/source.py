@@ -27,6 +27,7 @@ from ipydevice.collect import probe
 from ipydevice.collect.frames import FrameView, frame_tree, is_user_file
 from ipydevice.collect.scan import Entry, Scan
 from ipydevice.diagnosis.culprits import Analysis, Culprit
+from ipydevice.fixes.caches import cache_fix
 from ipydevice.model import Finding, Fix
 
 #: Locals of one caller frame looked at when following an argument outwards.
@@ -85,6 +86,7 @@ def source_fixes(
             fix = _module_list_fix(entry, scan, causes, analysis.target)
         else:
             fix = None
+        fix = fix or cache_fix(entry, scan.namespace, analysis, factories_in)
         if fix is not None and fix not in fixes:
             fixes.append(fix)
             if root:
@@ -467,18 +469,18 @@ def factory_fixes(cls: type) -> list[tuple[str, Fix]]:
             code = getattr(func, "__code__", None)
             if attr == "__init__" or code is None or not is_user_file(code.co_filename):
                 continue
-            out.extend(_factories_in(code, f"{klass.__name__}.{attr}"))
+            out.extend(factories_in(code, f"{klass.__name__}.{attr}"))
     return out
 
 
-def _factories_in(code: Any, label: str) -> list[tuple[str, Fix]]:
+def factories_in(code: Any, label: str, device: str = "") -> list[tuple[str, Fix]]:
     parsed = code_tree(code)
     if parsed is None:
         return []
     tree, offset = parsed
     lines = [ln if ln.endswith("\n") else ln + "\n" for ln in linecache.getlines(code.co_filename)]
     args = [a for a in code.co_varnames[1 : code.co_argcount] if a.isidentifier()]
-    device = f"{args[0]}.device" if args else "next(self.parameters()).device"
+    device = device or (f"{args[0]}.device" if args else "next(self.parameters()).device")
     out = []
     moved = _moved_calls(tree)
     for node in ast.walk(tree):

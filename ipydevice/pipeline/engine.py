@@ -33,14 +33,17 @@ from ipydevice._debug import contain, failure_line
 from ipydevice.audits.common import unwrapped
 from ipydevice.audits.explain import explaining_audits
 from ipydevice.collect import compiled
+from ipydevice.collect.checked import verify_paths
 from ipydevice.collect.derived import name_sources
 from ipydevice.collect.failing import collect, failing_views
 from ipydevice.collect.frames import FrameView
 from ipydevice.collect.namespace import default_namespace, user_namespace
 from ipydevice.collect.owners import name_owners
 from ipydevice.collect.probe import class_name, metadata_reads
+from ipydevice.collect.reach import name_frame_chains, name_from_roots
 from ipydevice.collect.scan import Scan
 from ipydevice.collect.siblings import add_siblings
+from ipydevice.collect.together import add_together
 from ipydevice.diagnosis.advice import advice
 from ipydevice.diagnosis.carried import attach
 from ipydevice.diagnosis.culprits import Analysis, analyse, device_variable, off_target
@@ -391,10 +394,18 @@ def name_in_depth(
     # Owners over aliases: ``p2`` of ``zip(m1.parameters(), m2.parameters())`` is ``m2.weight``.
     owned = name_owners(scan, namespace, wanted)
     scan.name_from(namespace, only=wanted)
+    # Class dicts and the user's own modules: ``self.MEAN`` is ``Stats.MEAN``.
+    owned |= bool(name_from_roots(scan, namespace, wanted))
+    # What a user's frame read through an object no walk enters: ``vae.prior.loc``.
+    owned |= bool(name_frame_chains(scan, views or [], namespace, wanted))
     # Loops over a holder: ``for head in heads`` reaches ``heads``' other elements too.
     target, loops = analysis.target, [*(around or []), *(views or [])]
     if target:
         owned |= add_siblings(scan, loops, wanted, lambda e: off_target(e, target))
+        # Tensors that go together: a distribution's ``scale`` beside its ``loc``.
+        owned |= add_together(scan, wanted, lambda e: off_target(e, target))
     # Sources over derived locals: ``a = self.table[t]`` is ``helper.table``.
     owned |= name_sources(scan, views or [], namespace, wanted)
+    # Every path shown evaluates back to its object: one that does not loses its name.
+    owned |= verify_paths(scan, namespace, wanted)
     return owned or any(entry.named and key not in before for key, entry in scan.entries.items())

@@ -81,11 +81,15 @@ def own_attribute(kind: Any, name: str) -> Any:
     return None
 
 
+#: how a class keeps an instance dict: a Python class's ``__dict__`` getset, or a C
+#: class's member (``types.SimpleNamespace``)
+DICT_DESCRIPTORS = (types.GetSetDescriptorType, types.MemberDescriptorType)
+
+
 def instance_dict(obj: Any) -> dict[str, Any] | None:
     """The instance ``__dict__`` when the class keeps one the plain way (the
     ``__dict__`` slot of the type, not a property of the user's), else None."""
-    descriptor = own_attribute(type(obj), "__dict__")
-    if type(descriptor) is not types.GetSetDescriptorType:
+    if type(own_attribute(type(obj), "__dict__")) not in DICT_DESCRIPTORS:
         return None
     return probe.module_dict(obj)
 

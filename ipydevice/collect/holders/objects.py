@@ -10,6 +10,7 @@ from typing import Any
 
 from ipydevice.collect import probe
 from ipydevice.collect.holders.base import (
+    DICT_DESCRIPTORS,
     Holder,
     Items,
     instance_dict,
@@ -25,7 +26,7 @@ _NOT_HOLDERS = (type, types.ModuleType, BaseException)
 
 def matches(kind: type) -> bool:
     return (
-        type(own_attribute(kind, "__dict__")) is types.GetSetDescriptorType
+        type(own_attribute(kind, "__dict__")) in DICT_DESCRIPTORS
         and not issubclass(kind, _NOT_HOLDERS)
         and probe.class_module(kind) not in ("builtins", "abc")
     )
