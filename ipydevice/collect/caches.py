@@ -95,12 +95,11 @@ def cached_operands(scan: Scan, view: FrameView, index: int, innermost: bool) ->
         chosen = [r for t, r in results if t == text] if text is not None else []
         if not chosen and len(results) == 1:
             chosen = [results[0][1]]
-        name = ast.unparse(node.func)
         for result in chosen[:1]:
             scan.add(
                 result,
                 (("local", ast.unparse(node)),),
-                f"{name}'s cache",
+                view.label,
                 on_line=True,
                 operand=innermost,
                 user=True,

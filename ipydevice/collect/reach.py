@@ -70,11 +70,14 @@ def name_from_roots(scan: Scan, namespace: Mapping[str, Any], wanted: set[int]) 
             if type(value) is CACHED:
                 for text, obj in cached_results(value, limit):
                     key = id(obj)
-                    if key in left:
-                        entry = scan.entries[key]
-                        entry.path, entry.where = (("local", f"{name}({text})"),), f"{name}'s cache"
-                        named.add(key)
-                        left.discard(key)
+                    entry = scan.entries[key] if key in left else None
+                    if entry is None:
+                        continue
+                    left.discard(key)
+                    if entry.user and entry.path and entry.path[0][0] == "local":
+                        continue  # the name the user's code gives it stays (``mask``)
+                    entry.path, entry.where = (("local", f"{name}({text})"),), f"{name}'s cache"
+                    named.add(key)
                 continue
             for path, obj in _reached(name, value, held, limit):
                 key = id(obj)

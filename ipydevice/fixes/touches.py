@@ -179,10 +179,10 @@ def _within(
                 found.append(format_path((*path, ("attr", key))))
                 owner = owner or tensors[id(param)]
         children = list(dict.items(state.get("_modules") or {}))
-        for key, sub in reversed(children):
+        for position, (key, sub) in reversed(list(enumerate(children))):
             if sub is None:
                 continue
-            at = (*path, child_step(probe.class_name(module), key))
+            at = (*path, child_step(type(module), key, position))
             if id(sub) in modules:
                 found.append(format_path(at))
                 owner = owner or next(

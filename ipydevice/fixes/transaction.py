@@ -116,9 +116,9 @@ def _submodules(path: Path, module: Any) -> list[tuple[str, Any]]:
         seen.add(id(sub))
         out.append((format_path(at), sub))
         children = list(dict.items(probe.module_dict(sub).get("_modules") or {}))
-        for key, child in reversed(children):
+        for position, (key, child) in reversed(list(enumerate(children))):
             if child is not None:
-                stack.append(((*at, child_step(probe.class_name(sub), key)), child))
+                stack.append(((*at, child_step(type(sub), key, position)), child))
     return out
 
 

@@ -271,7 +271,6 @@ CASES: list[Case] = [
         cell="y = norm(images)\n",
         culprit="Normalize.MEAN",
         checks=("y",),
-        xfail="issue 27 mechanism 2: a class-level constant read through self: no culprit, no fix",
     ),
     Case(
         id="base-class-constant-read-through-self",
@@ -295,7 +294,6 @@ CASES: list[Case] = [
         cell="post = head(feats)\n",
         culprit="PriorHead.PRIOR",
         checks=("post",),
-        xfail="issue 27 mechanism 2: a base class's constant read through self: no culprit, no fix",
     ),
     Case(
         id="default-argument-normalisation-stats",
@@ -423,7 +421,6 @@ CASES: list[Case] = [
         """,
         culprit="cfg.anchors",
         checks=("wh",),
-        xfail="issue 27 mechanism 3: a SimpleNamespace's tensor named in the frame's terms (`cfg.anchors in decode_wh`), no fix",
     ),
     Case(
         id="pyro-model-samples-its-latent-on-cpu",

@@ -131,7 +131,6 @@ CASES: list[Case] = [
         cell="scores = evaluator.run(x, y)\n",
         culprit="evaluator.state.metrics['nll'].weight",
         checks=("scores['nll']",),
-        xfail="issue 27 mechanism 6: the criterion weight inside the engine's state named in the frame's terms (`fn.weight in Engine.run.<dictcomp>`), no fix",
     ),
     # -- 7. split models ------------------------------------------------------------------
     Case(
