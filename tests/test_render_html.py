@@ -216,3 +216,39 @@ def test_context_html_has_no_repeated_headline_words_for_the_gallery() -> None:
     text = visible_text(render_diagnosis_html(d))
     assert "criterion.weight is on cpu, model is on meta" in text
     assert "move it" not in text and "Move criterion to meta" in text
+
+
+def _flagged_inventory(flagged: tuple[str, ...]) -> Inventory:
+    """Nine rows on meta, two on cpu and one on cuda:1, in the namespace's order; the
+    problems name ``flagged``."""
+    meta = [ObjectRecord(f"m{i}", "tensor", "Tensor", "meta", "(1,)") for i in range(9)]
+    cpu = [ObjectRecord(name, "tensor", "Tensor", "cpu", "(8, 16)") for name in ("x2", "y2")]
+    other = [ObjectRecord("z", "tensor", "Tensor", "cuda:1", "(2,)")]
+    problems = tuple(
+        Finding(name, "?", "tensor", "namespace", "on the wrong device") for name in flagged
+    )
+    return Inventory(
+        records=(*meta, *cpu, *other),
+        totals=(DeviceShare("meta", 9, 0), DeviceShare("cpu", 2, 0), DeviceShare("cuda:1", 1, 0)),
+        problems=problems,
+    )
+
+
+@pytest.mark.parametrize("flagged", [("x2",), ("y2", "z")])
+def test_devices_shows_the_flagged_objects_first_never_folded(flagged: tuple[str, ...]) -> None:
+    html = render_inventory_html(_flagged_inventory(flagged), limit=4)
+    grid, _, folded = html.partition("<details>")
+    for name in flagged:
+        row = rf'<div class="ipydevice-culprit"[^>]*><span>✗</span><span><code[^>]*>{name}</code>'
+        assert re.search(row, grid), f"{name} is not a marked row of the grid"
+        assert not re.search(rf"\b{name}\b", folded.split("</pre>")[0])
+    # flagged first: before any unflagged row
+    first_plain = grid.index(">m0</code>")
+    assert all(grid.index(f">{name}</code>") < first_plain for name in flagged)
+    # and so does the text report, in its groups by device
+    from ipydevice.render.text import render_inventory
+
+    text = render_inventory(_flagged_inventory(flagged), max_rows=4)
+    shown = text.split("more object")[0]
+    assert all(f"✗  {name}" in shown for name in flagged), text
+

@@ -17,7 +17,13 @@ from typing import Any
 
 from ipydevice.collect.probe import format_bytes
 from ipydevice.model import Diagnosis, Fix, ObjectRecord
-from ipydevice.render.rows import device_text, row_lines, shows_where, table_records
+from ipydevice.render.rows import (
+    device_text,
+    flagged_first,
+    row_lines,
+    shows_where,
+    table_records,
+)
 from ipydevice.render.text import (
     HEADER_POINTER,
     Verbosity,
@@ -356,7 +362,8 @@ def render_inventory_html(inv: Any, limit: int | None = None) -> str:
         f"<b>{escape(t.device)}</b> {plural(t.count, 'tensor')} · {escape(format_bytes(t.nbytes))}</span>"
         for t in inv.totals
     )
-    ordered = [r for records in inv.by_device().values() for r in records]
+    groups = flagged_first(inv.by_device(), problem_names)
+    ordered = [r for records in groups.values() for r in records]
     parts = [
         f'<div style="font-weight:600">{escape(title)}, {plural(total, "tensor")} on {plural(len(inv.totals), "device")}</div>',
         f"<div>{chips}</div>",

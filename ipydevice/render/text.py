@@ -27,7 +27,13 @@ from ipydevice.model import Diagnosis, Finding, Fix
 from ipydevice.render.layout import columns, display_width
 from ipydevice.render.layout import cut as _cut
 from ipydevice.render.layout import wrap as _wrap
-from ipydevice.render.rows import record_row, row_lines, shares_text, table_records
+from ipydevice.render.rows import (
+    flagged_first,
+    record_row,
+    row_lines,
+    shares_text,
+    table_records,
+)
 from ipydevice.wording import plural, visible, visible_except, visible_fields, visible_record
 
 # fmt: off
@@ -480,7 +486,7 @@ def render_inventory(inv: Any, width: int = 100, max_rows: int | None = None) ->
         )
     ]
     shown = 0
-    for device, records in inv.by_device().items():
+    for device, records in flagged_first(inv.by_device(), problem_names).items():
         if shown >= limit:
             break
         rows = [
