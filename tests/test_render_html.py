@@ -252,3 +252,16 @@ def test_devices_shows_the_flagged_objects_first_never_folded(flagged: tuple[str
     shown = text.split("more object")[0]
     assert all(f"✗  {name}" in shown for name in flagged), text
 
+
+def test_apply_result_reads_as_the_button_status() -> None:
+    from ipydevice.model import ApplyResult
+
+    done = ApplyResult(True, "moved x to cuda:0", ("moved x to cuda:0",))
+    assert str(done) == "moved x to cuda:0. Re-run the cell."
+    assert repr(done) == "<ApplyResult ✓ moved x to cuda:0. Re-run the cell.>"
+    assert done.ok and done.moved == ("moved x to cuda:0",)  # the fields stay
+    failed = ApplyResult(False, f"could not move {HOSTILE}: gone")
+    assert str(failed) == f"could not move {HOSTILE}: gone" and repr(failed).startswith("<ApplyResult ✗")
+    html = failed._repr_html_()
+    assert "<img" not in html and "✗ could not move" in html
+    assert "ipydevice-applied" in done._repr_html_() and "✓ moved x" in done._repr_html_()

@@ -13,4 +13,5 @@ from ipydevice.render import html, table, text
 register_view("text", text.render_diagnosis)
 register_view("headline", text.headline)
 register_view("html", html.render_diagnosis_html)
+register_view("result_html", html.render_apply_result_html)
 register_view("table", table.diagnosis_table)

@@ -52,6 +52,7 @@ __all__ = [
     "code_block",
     "header_html",
     "panel_top_html",
+    "render_apply_result_html",
     "render_diagnosis_html",
     "render_header_html",
     "table_html",
@@ -405,3 +406,11 @@ def render_checkup_html(checkup: Any) -> str:
     parts.append(fixes_html(checkup.fixes))
     parts.extend(f'<div style="{MUTED}">note: {_inline_code(n)}</div>' for n in checkup.notes)
     return f'<div class="ipydevice-panel ipydevice-check" style="{style}">{"".join(parts)}</div>'
+
+
+def render_apply_result_html(result: Any) -> str:
+    """What Apply did (an :class:`~ipydevice.model.ApplyResult`), as the button's status
+    line says it: green with a tick when every move was made, else the panel's colour."""
+    colour, mark = ("#2f9e44", "✓") if result.ok else (ACCENT, "✗")
+    style = ROOT_STYLE.replace(ACCENT, colour).replace("padding:8px 12px", "padding:4px 12px")
+    return f'<div class="ipydevice-applied" style="{style}">{mark} {escape(str(result))}</div>'

@@ -357,10 +357,7 @@ def _handler(
 
 def _apply(fix: Fix, namespace: Namespace, say: Callable[..., None]) -> None:
     result = fix.apply(namespace())  # the live namespace: reassignments must land in it
-    if result.ok:
-        say(f"{result.message}. Re-run the cell.", True)
-    else:
-        say(result.message, False)
+    say(str(result), result.ok)
 
 
 def click(panel: Any, action: str, index: int = 0, **more: Any) -> None:
