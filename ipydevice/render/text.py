@@ -191,9 +191,11 @@ def explanations(d: Diagnosis, verbosity: Verbosity = "context") -> list[tuple[F
     """Findings worth a line, with whether each is a culprit: the culprits whose
     ``why`` explains something (a tensor attribute ``.to()`` never moves), then the
     causes; every finding at ``verbose``."""
-    culprit_names = {f.name for f in d.culprits}
+    # A cause about a culprit, named without the frame that holds it (an audit's
+    # ``net.scale`` of the culprit ``net.scale in main``), is said by the culprit's line.
+    culprits = {(f.name.partition(" in ")[0], f.device) for f in d.culprits}
     found = [(f, True) for f in d.culprits] + [
-        (c, False) for c in d.causes if c.name not in culprit_names
+        (c, False) for c in d.causes if (c.name.partition(" in ")[0], c.device) not in culprits
     ]
     if verbosity == "verbose":
         return found
