@@ -542,7 +542,10 @@ class Net(nn.Module):
 @pytest.mark.parametrize(
     ("calls", "name"),
     [
-        ("def main():\n    net = Net().to('meta')\n    net(torch.randn(2, 4, device='meta'))\n\nmain()\n", "net"),
+        (
+            "def main():\n    net = Net().to('meta')\n    net(torch.randn(2, 4, device='meta'))\n\nmain()\n",
+            "net",
+        ),
         # a variation: the model reaches the failing call as another function's argument
         (
             "def train(encoder, data):\n    return encoder(data)\n\n"

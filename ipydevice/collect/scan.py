@@ -104,8 +104,11 @@ class Scan(ModuleWalks):
             entry.on_line |= bool(flags.get("on_line"))
             entry.is_index |= bool(flags.get("is_index"))
             entry.frame = min(entry.frame, int(flags.get("frame", 1_000)))
-            if flags.get("user") and not entry.named and not entry.parent_kind and (
-                not entry.user or _caller_names_self(entry.path, path)
+            if (
+                flags.get("user")
+                and not entry.named
+                and not entry.parent_kind
+                and (not entry.user or _caller_names_self(entry.path, path))
             ):
                 # A user's frame names it better than torch's (``batch in predict``
                 # rather than ``input in Linear.forward``), and a caller's name better

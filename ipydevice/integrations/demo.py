@@ -156,8 +156,7 @@ def _shown(number: int, source: str) -> str:
     prompt = f"    In [{number}]: "
     lines = source.strip("\n").splitlines()
     return "\n".join(
-        ((prompt if i == 0 else " " * len(prompt)) + line).rstrip()
-        for i, line in enumerate(lines)
+        ((prompt if i == 0 else " " * len(prompt)) + line).rstrip() for i, line in enumerate(lines)
     )
 
 
