@@ -261,7 +261,41 @@ def test_apply_result_reads_as_the_button_status() -> None:
     assert repr(done) == "<ApplyResult ✓ moved x to cuda:0. Re-run the cell.>"
     assert done.ok and done.moved == ("moved x to cuda:0",)  # the fields stay
     failed = ApplyResult(False, f"could not move {HOSTILE}: gone")
-    assert str(failed) == f"could not move {HOSTILE}: gone" and repr(failed).startswith("<ApplyResult ✗")
+    assert str(failed) == f"could not move {HOSTILE}: gone" and repr(failed).startswith(
+        "<ApplyResult ✗"
+    )
     html = failed._repr_html_()
     assert "<img" not in html and "✗ could not move" in html
     assert "ipydevice-applied" in done._repr_html_() and "✓ moved x" in done._repr_html_()
+
+
+def test_the_table_and_code_wrap_in_a_narrow_notebook_rather_than_scroll(classic) -> None:
+    """820 px wide with the file browser open leaves about 360 px: the columns shrink to
+    a few characters each and wrap, and code wraps (its text unchanged); only the folded
+    rows, a text table, keep their columns. Looked at in Chromium (light, dark, 368 px)."""
+    long_code = Fix(
+        "Move it", "x = " + " + ".join(f"term_{i}.to('cuda:0')" for i in range(12)), "namespace"
+    )
+    d = Diagnosis(
+        is_device_error=True,
+        family="device_mismatch",
+        culprits=(Finding("x", "cpu", "tensor", "namespace", "on cpu"),),
+        fixes=(long_code,),
+        snapshot=classic.snapshot,
+    )
+    inventory = Inventory(
+        records=tuple(ObjectRecord(f"t{i}", "tensor", "Tensor", "cpu", "(1,)") for i in range(9)),
+        totals=(DeviceShare("cpu", 9, 36),),
+    )
+    for html in (
+        render_diagnosis_html(d),
+        render_diagnosis_html(classic),
+        render_inventory_html(inventory),
+    ):
+        grid = re.search(r'class="ipydevice-table" style="([^"]*)"', html).group(1)
+        assert "nowrap" not in grid and "overflow-wrap:anywhere" in grid
+        columns = grid.split("grid:none/")[1].split(";")[0]
+        assert "max-content" in columns and "auto)" not in columns  # each column may shrink
+        for block in re.findall(r'<pre class="ipydevice-code" style="([^"]*)"', html):
+            assert "white-space:pre-wrap" in block and "overflow-x" not in block
+    assert long_code.code in render_diagnosis_html(d).replace("&#x27;", "'")
