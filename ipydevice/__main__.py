@@ -8,11 +8,29 @@ import os
 import shlex
 import sys
 
+#: What ``--help`` says around the commands: plain text, as written (the docstring
+#: above is reST, for the docs).
+DESCRIPTION = """\
+ipydevice names the tensor on the wrong device when PyTorch stops with a device
+error: a tour of the classic errors (demo), a script run with the device report
+after its traceback (run), torchrun with the report in every rank (torchrun)."""
+EPILOG = """\
+examples:
+  python -m ipydevice demo
+  python -m ipydevice run train.py --epochs 3
+  python -m ipydevice run -m mypackage.train
+  python -m ipydevice torchrun --nproc-per-node 2 train.py"""
+
 
 def _parser() -> argparse.ArgumentParser:
     from ipydevice import __version__
 
-    parser = argparse.ArgumentParser(prog="python -m ipydevice", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m ipydevice",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--version", action="version", version=f"ipydevice {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="{demo,run,torchrun}")
     commands.add_parser(

@@ -61,13 +61,15 @@ Scope = Literal["namespace", "cell", "source"]
 #: What a record delegates: ``text``, ``html``, ``table`` and ``headline`` of a
 #: :class:`Diagnosis` and the ``inventory_*`` views of an :class:`Inventory` (filled
 #: by :mod:`ipydevice.render`), ``apply`` of a :class:`Fix` (filled by
-#: :mod:`ipydevice.fixes.apply`).
+#: :mod:`ipydevice.fixes.apply`), ``result_html`` of an :class:`ApplyResult`
+#: (:mod:`ipydevice.render`).
 View = Literal[
     "text",
     "html",
     "table",
     "headline",
     "apply",
+    "result_html",
     "inventory_text",
     "inventory_html",
     "inventory_table",
@@ -262,11 +264,29 @@ class Mark:
 
 @dataclass(frozen=True, slots=True)
 class ApplyResult:
-    """What :meth:`Fix.apply` did."""
+    """What :meth:`Fix.apply` did.
+
+    Attributes:
+        ok: every move was made.
+        message: what was done (``moved x to cuda:0``), or why not.
+        moved: each move made, in order (some may be made before a failure).
+
+    ``str()`` is the line the Apply button's status shows (``moved x to cuda:0.
+    Re-run the cell.``); the repr and the notebook's display say it with a mark.
+    """
 
     ok: bool
     message: str
     moved: tuple[str, ...] = ()
+
+    def __str__(self) -> str:
+        return f"{self.message}. Re-run the cell." if self.ok else self.message
+
+    def __repr__(self) -> str:
+        return f"<ApplyResult {'✓' if self.ok else '✗'} {self}>"
+
+    def _repr_html_(self) -> str:
+        return str(_view("result_html")(self))
 
 
 @dataclass(frozen=True, slots=True)

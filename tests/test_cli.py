@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -72,3 +73,29 @@ def test_help_lists_torchrun():
         [sys.executable, "-m", "ipydevice", "--help"], capture_output=True, text=True, timeout=60
     )
     assert done.returncode == 0 and "torchrun" in done.stdout
+
+
+@pytest.mark.parametrize("command", [[], ["run"], ["demo"]])
+def test_help_is_plain_text(command):
+    done = subprocess.run(
+        [sys.executable, "-m", "ipydevice", *command, "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0 and "usage: python -m ipydevice" in done.stdout
+    assert "``" not in done.stdout and ":func:" not in done.stdout and "`" not in done.stdout
+
+
+def test_demo_shows_cells_a_user_would_type_and_names_them(capsys):
+    pytest.importorskip("torch")
+    from ipydevice.integrations.demo import main
+
+    assert main() == 0
+    out = capsys.readouterr().out
+    assert "with mode" not in out and "FakeTensorMode(" not in out  # the fake GPU is not shown
+    assert "FakeTensorMode" in out.split("━")[0]  # but said once, before the scenarios
+    assert "ipython-input" not in out and "<" not in out.replace("<ApplyResult", "")
+    assert out.count("    In [1]: ") == out.count("    In [2]: ") >= 5
+    assert "where In [1], line 2 makes it" in out  # the classic's inputs
+    assert re.search(r"change the code at In \[1\],\s+line \d+", out)  # a class in In [1]

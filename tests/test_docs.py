@@ -96,3 +96,31 @@ def test_the_insert_fallback_says_what_the_readme_says():
     source = Path(widget.__file__).read_text(encoding="utf-8")
     assert "below the next cell you run" in source
     assert "under the next cell you run" in README or "after the cell you run next" in README
+
+
+def test_the_error_family_page_example_runs_and_reads_what_it_says():
+    """docs/error-families.md: its example registers, and a message of that wording gives
+    the devices, the argument and the offending and expected devices the page says; the
+    README links to the page; each key ``wording()`` takes is explained."""
+    import inspect
+
+    from ipydevice import plugins
+    from ipydevice.diagnosis.recognise import recognise
+    from ipydevice.family import Wording
+
+    page = (ROOT / "docs" / "error-families.md").read_text(encoding="utf-8")
+    assert "(docs/error-families.md)" in README
+    (example,) = re.findall(r"```python\n(.*?)```", page, flags=re.S)
+    exec(compile(example, "error-families.md", "exec"), {})
+    try:
+        facts = recognise("toykernel: q on cuda:0 but k on cpu.", "RuntimeError")
+        assert facts.family == "toy_kernel" and facts.devices == ("cuda:0", "cpu")
+        assert (facts.argument, facts.expected, facts.offending) == ("k", "cuda:0", "cpu")
+        # a variation: another device pair, the message wrapped over two lines
+        facts = recognise("toykernel: q on cuda:1\nbut k on meta", "RuntimeError")
+        assert (facts.expected, facts.offending) == ("cuda:1", "meta")
+    finally:
+        assert plugins.remove("toy_kernel")
+    keys = set(inspect.signature(Wording).parameters) - {"family", "key", "pattern", "dev_groups"}
+    for key in keys | {"@D", "@E", "d1", "o1", "lst"}:
+        assert f"`{key}`" in page, key

@@ -99,3 +99,12 @@ def test_a_cell_named_as_ipython_7_names_it_is_top_level():
     except RuntimeError as exc:
         d = ipydevice.diagnose(exc, namespace=namespace)
     assert d.culprits == () and d.target == "cuda:0"  # the message alone: nothing blamed
+
+
+def test_a_cell_named_the_ipython_way_says_its_number_without_ipython_s_map():
+    from ipydevice.code.cells import cell_number, source_location
+
+    assert cell_number("<ipython-input-12-0a1b2c>") == 12
+    assert source_location("<ipython-input-3-demo7>", 5) == "In [3], line 5"
+    assert cell_number("<ipython-input-x-0a1b>") is None and cell_number("<string>") is None
+    assert source_location("/home/me/train.py", 9) == "train.py:9"

@@ -31,7 +31,7 @@ NAMES = ["classic", "two_gpus", "tensor_attribute", "loss_weights", "factory_cal
 def _stable(text: str) -> str:
     """Cell names count up with every cell run in the process; HTML gets a line
     break after each closing block tag, so that a change shows as a short diff."""
-    text = re.sub(r"(<|&lt;)ipython-input-\d+-demo(>|&gt;)", r"\1ipython-input-N-demo\2", text)
+    text = re.sub(r"(<|&lt;)ipython-input-\d+-demo\d*(>|&gt;)", r"\1ipython-input-N-demo\2", text)
     return re.sub(r"(</(?:div|tr|table|details|summary|pre|ul|li|h\d)>)", "\\1\n", text)
 
 

@@ -216,3 +216,86 @@ def test_context_html_has_no_repeated_headline_words_for_the_gallery() -> None:
     text = visible_text(render_diagnosis_html(d))
     assert "criterion.weight is on cpu, model is on meta" in text
     assert "move it" not in text and "Move criterion to meta" in text
+
+
+def _flagged_inventory(flagged: tuple[str, ...]) -> Inventory:
+    """Nine rows on meta, two on cpu and one on cuda:1, in the namespace's order; the
+    problems name ``flagged``."""
+    meta = [ObjectRecord(f"m{i}", "tensor", "Tensor", "meta", "(1,)") for i in range(9)]
+    cpu = [ObjectRecord(name, "tensor", "Tensor", "cpu", "(8, 16)") for name in ("x2", "y2")]
+    other = [ObjectRecord("z", "tensor", "Tensor", "cuda:1", "(2,)")]
+    problems = tuple(
+        Finding(name, "?", "tensor", "namespace", "on the wrong device") for name in flagged
+    )
+    return Inventory(
+        records=(*meta, *cpu, *other),
+        totals=(DeviceShare("meta", 9, 0), DeviceShare("cpu", 2, 0), DeviceShare("cuda:1", 1, 0)),
+        problems=problems,
+    )
+
+
+@pytest.mark.parametrize("flagged", [("x2",), ("y2", "z")])
+def test_devices_shows_the_flagged_objects_first_never_folded(flagged: tuple[str, ...]) -> None:
+    html = render_inventory_html(_flagged_inventory(flagged), limit=4)
+    grid, _, folded = html.partition("<details>")
+    for name in flagged:
+        row = rf'<div class="ipydevice-culprit"[^>]*><span>✗</span><span><code[^>]*>{name}</code>'
+        assert re.search(row, grid), f"{name} is not a marked row of the grid"
+        assert not re.search(rf"\b{name}\b", folded.split("</pre>")[0])
+    # flagged first: before any unflagged row
+    first_plain = grid.index(">m0</code>")
+    assert all(grid.index(f">{name}</code>") < first_plain for name in flagged)
+    # and so does the text report, in its groups by device
+    from ipydevice.render.text import render_inventory
+
+    text = render_inventory(_flagged_inventory(flagged), max_rows=4)
+    shown = text.split("more object")[0]
+    assert all(f"✗  {name}" in shown for name in flagged), text
+
+
+def test_apply_result_reads_as_the_button_status() -> None:
+    from ipydevice.model import ApplyResult
+
+    done = ApplyResult(True, "moved x to cuda:0", ("moved x to cuda:0",))
+    assert str(done) == "moved x to cuda:0. Re-run the cell."
+    assert repr(done) == "<ApplyResult ✓ moved x to cuda:0. Re-run the cell.>"
+    assert done.ok and done.moved == ("moved x to cuda:0",)  # the fields stay
+    failed = ApplyResult(False, f"could not move {HOSTILE}: gone")
+    assert str(failed) == f"could not move {HOSTILE}: gone" and repr(failed).startswith(
+        "<ApplyResult ✗"
+    )
+    html = failed._repr_html_()
+    assert "<img" not in html and "✗ could not move" in html
+    assert "ipydevice-applied" in done._repr_html_() and "✓ moved x" in done._repr_html_()
+
+
+def test_the_table_and_code_wrap_in_a_narrow_notebook_rather_than_scroll(classic) -> None:
+    """820 px wide with the file browser open leaves about 360 px: the columns shrink to
+    a few characters each and wrap, and code wraps (its text unchanged); only the folded
+    rows, a text table, keep their columns. Looked at in Chromium (light, dark, 368 px)."""
+    long_code = Fix(
+        "Move it", "x = " + " + ".join(f"term_{i}.to('cuda:0')" for i in range(12)), "namespace"
+    )
+    d = Diagnosis(
+        is_device_error=True,
+        family="device_mismatch",
+        culprits=(Finding("x", "cpu", "tensor", "namespace", "on cpu"),),
+        fixes=(long_code,),
+        snapshot=classic.snapshot,
+    )
+    inventory = Inventory(
+        records=tuple(ObjectRecord(f"t{i}", "tensor", "Tensor", "cpu", "(1,)") for i in range(9)),
+        totals=(DeviceShare("cpu", 9, 36),),
+    )
+    for html in (
+        render_diagnosis_html(d),
+        render_diagnosis_html(classic),
+        render_inventory_html(inventory),
+    ):
+        grid = re.search(r'class="ipydevice-table" style="([^"]*)"', html).group(1)
+        assert "nowrap" not in grid and "overflow-wrap:anywhere" in grid
+        columns = grid.split("grid:none/")[1].split(";")[0]
+        assert "max-content" in columns and "auto)" not in columns  # each column may shrink
+        for block in re.findall(r'<pre class="ipydevice-code" style="([^"]*)"', html):
+            assert "white-space:pre-wrap" in block and "overflow-x" not in block
+    assert long_code.code in render_diagnosis_html(d).replace("&#x27;", "'")

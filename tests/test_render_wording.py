@@ -16,7 +16,12 @@ from cells import Notebook
 import ipydevice
 from ipydevice import plugins, registry
 from ipydevice.model import Diagnosis, Finding
-from ipydevice.render.html import code_block, render_diagnosis_html, render_header_html
+from ipydevice.render.html import (
+    GRID_COLUMNS,
+    code_block,
+    render_diagnosis_html,
+    render_header_html,
+)
 from ipydevice.render.text import render_diagnosis, render_header
 from ipydevice.wording import visible
 
@@ -403,7 +408,7 @@ def test_the_where_column_only_when_it_adds_to_the_names() -> None:
     assert "where" not in table and "namespace" not in table
     assert table.count("Attention.forward") == 1
     html = render_diagnosis_html(d)
-    assert "<span>where</span>" not in html and "repeat(7,auto)" in html
+    assert "<span>where</span>" not in html and f"grid:none/{GRID_COLUMNS};" in html
     assert ">Attention.forward<" not in html and ">namespace<" not in html
     for extra in ("DataLoader worker 0", "rank 1", "In [3]"):
         d = _frame_rows(extra)
@@ -411,7 +416,7 @@ def test_the_where_column_only_when_it_adds_to_the_names() -> None:
         assert "where" in table.splitlines()[1] and extra in table, table
         assert "namespace" in table  # every row has the column once it is there
         html = render_diagnosis_html(d)
-        assert "<span>where</span>" in html and "repeat(8,auto)" in html
+        assert "<span>where</span>" in html and f"grid:none/{GRID_COLUMNS} minmax(" in html
         assert f">{extra}<" in html and ">namespace<" in html
 
 

@@ -523,3 +523,54 @@ def test_under_torchrun_a_bare_cuda_target_is_the_local_rank(monkeypatch):
     assert ipydevice.diagnose(RuntimeError(message)).target == "cuda:1"
     monkeypatch.delenv("LOCAL_RANK")
     assert ipydevice.diagnose(RuntimeError(message)).target == "cuda"
+
+
+SCALE_NET = """
+import torch
+import torch.nn as nn
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+        self.scale = torch.ones(4)
+
+    def forward(self, x):
+        return self.fc(x) * self.scale
+"""
+
+
+@pytest.mark.parametrize(
+    ("calls", "name"),
+    [
+        (
+            "def main():\n    net = Net().to('meta')\n    net(torch.randn(2, 4, device='meta'))\n\nmain()\n",
+            "net",
+        ),
+        # a variation: the model reaches the failing call as another function's argument
+        (
+            "def train(encoder, data):\n    return encoder(data)\n\n"
+            "def main():\n    train(Net().to('meta'), torch.randn(2, 4, device='meta'))\n\nmain()\n",
+            "encoder",
+        ),
+    ],
+    ids=["local", "argument"],
+)
+def test_a_script_names_the_model_as_its_caller_does_and_says_each_finding_once(
+    tmp_path, calls, name
+):
+    import linecache
+
+    source = SCALE_NET + calls
+    filename = str(tmp_path / "train.py")
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    namespace = {"__name__": "__main__"}
+    try:
+        exec(compile(source, filename, "exec"), namespace)
+    except RuntimeError as exc:
+        d = ipydevice.diagnose(exc, namespace=namespace)
+    text = str(d)
+    assert d.reference.partition(" in ")[0] == name, d.reference
+    assert d.target_reason == f"meta: where `{name}`'s parameters are"
+    assert "self in Net.forward" not in text and f"`{name}.scale` is on cpu" in text
+    assert text.count("never move") == 1, text  # one line says .to() never moves it

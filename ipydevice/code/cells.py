@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import linecache
+import re
 import sys
 
 from ipydevice._debug import contain
@@ -28,22 +29,31 @@ __all__ = [
 ]
 
 
+#: The pseudo-file IPython's terminal compiles cell ``n`` as: ``<ipython-input-n-hash>``.
+_CELL_NAME = re.compile(r"<ipython-input-(\d+)-[^>]*>$")
+
+
 def cell_number(filename: str) -> int | None:
     """The ``In [n]`` number IPython gave the cell compiled as ``filename``.
 
     ipykernel names cells ``/tmp/ipykernel_<pid>/<hash>.py``; IPython's compiler
-    keeps the map. IPython is only looked up when already imported.
+    keeps the map. IPython is only looked up when already imported. A name the map
+    does not hold, written the way IPython's terminal names a cell
+    (``<ipython-input-3-…>``: code another shell or process ran, a cell replayed),
+    says its number itself.
     """
     ipython = sys.modules.get("IPython")
-    if ipython is None:
-        return None
-    try:
-        shell = ipython.get_ipython()
-        found = getattr(getattr(shell, "compile", None), "_filename_map", {}).get(filename)
-    except BaseException as caught:
-        contain(caught)
-        return None
-    return found if isinstance(found, int) and not isinstance(found, bool) else None
+    found = None
+    if ipython is not None:
+        try:
+            shell = ipython.get_ipython()
+            found = getattr(getattr(shell, "compile", None), "_filename_map", {}).get(filename)
+        except BaseException as caught:
+            contain(caught)
+    if isinstance(found, int) and not isinstance(found, bool):
+        return found
+    named = _CELL_NAME.match(filename)
+    return int(named.group(1)) if named else None
 
 
 def source_location(filename: str, lineno: int) -> str:

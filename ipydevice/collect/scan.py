@@ -105,9 +105,16 @@ class Scan(ModuleWalks):
             entry.on_line |= bool(flags.get("on_line"))
             entry.is_index |= bool(flags.get("is_index"))
             entry.frame = min(entry.frame, int(flags.get("frame", 1_000)))
-            if flags.get("user") and not entry.user and not entry.named and not entry.parent_kind:
+            if (
+                flags.get("user")
+                and not entry.named
+                and not entry.parent_kind
+                and (not entry.user or _caller_names_self(entry.path, path))
+            ):
                 # A user's frame names it better than torch's (``batch in predict``
-                # rather than ``input in Linear.forward``); what it holds follows.
+                # rather than ``input in Linear.forward``), and a caller's name better
+                # than a method's ``self`` (``net`` of ``net(x)`` in ``main``); what it
+                # holds follows.
                 for _, other in self._rebase(entry, path):
                     other.where = where
                 entry.where, entry.user = where, True
@@ -511,6 +518,15 @@ class Scan(ModuleWalks):
 
 
 # -- helpers ----------------------------------------------------------------------------
+
+
+_SELF: Path = (("local", "self"),)
+
+
+def _caller_names_self(old: Path, new: Path) -> bool:
+    """``old`` is a method's ``self`` and ``new`` a name of a frame further out (the
+    caller's ``net`` of ``net(x)``): the name the user wrote."""
+    return old == _SELF and len(new) == 1 and new != _SELF
 
 
 def _unremarkable_part(entry: Entry) -> bool:

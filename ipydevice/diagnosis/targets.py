@@ -18,6 +18,7 @@ from typing import Protocol
 
 from ipydevice import registry
 from ipydevice.collect.frames import FrameView, failing_statement
+from ipydevice.collect.paths import format_path
 from ipydevice.collect.scan import Entry, Scan
 from ipydevice.diagnosis.devices import same_device
 from ipydevice.family import MessageFacts
@@ -85,7 +86,7 @@ def _evidence(
         yield optimizer_target, "where the optimizer's parameters are"
     top = analysis.top_module
     if top is not None and top.module is not None:
-        name = f"`{top.name}`"
+        name = f"`{_root_name(top)}`"
         if top.module.dispatch_device:
             yield top.module.dispatch_device, f"the first device of {name}'s device map"
         chosen, from_data = _model_target(top, scan)
@@ -101,6 +102,13 @@ def _evidence(
     if facts.expected and (not target or target == "cpu"):
         yield facts.expected, "the device the error message expects"
     yield target, because
+
+
+def _root_name(top: Entry) -> str:
+    """The model as the user wrote it: ``net``, a local of ``main`` (whose frame the
+    headline names), rather than ``net in main``; a method's ``self`` keeps its frame."""
+    path = format_path(top.path)
+    return path if path != "self" else top.name
 
 
 def _optimizer_target(scan: Scan) -> str:

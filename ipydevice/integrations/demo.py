@@ -2,15 +2,22 @@
 
 Runs on a CPU-only machine: ``FakeTensorMode`` gives real ``cuda:0`` messages
 without a GPU, and the ``meta`` device stands in for one where FakeTensor cannot.
-Each scenario is run as a small notebook cell (its source registered in
-``linecache``, as IPython does), fails for real, and is diagnosed.
+Each scenario is two small notebook cells, ``In [1]`` that sets up and ``In [2]``
+that fails (their sources registered in ``linecache`` under the names IPython gives
+cells, so that locations read ``In [1], line 2``), run in a fresh namespace and
+diagnosed. The fake GPU's machinery is kept out of the cells shown: a scenario
+that puts tensors on ``cuda`` runs its cells inside ``FakeTensorMode`` (and
+``torch.no_grad()``), and :data:`_PRELUDE` (run first, not shown) defines
+``on_fake_gpu``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import linecache
 import textwrap
+from collections.abc import Iterator
 from typing import Any
 
 __all__ = ["SCENARIOS", "main", "run_scenario"]
@@ -18,7 +25,6 @@ __all__ = ["SCENARIOS", "main", "run_scenario"]
 _PRELUDE = """
 import torch
 import torch.nn as nn
-from torch._subclasses.fake_tensor import FakeTensorMode
 
 def on_fake_gpu(module, device='cuda:0'):
     # A module whose parameters are (fake) GPU tensors, so no GPU is needed.
@@ -28,26 +34,29 @@ def on_fake_gpu(module, device='cuda:0'):
     return module
 """
 
+#: Printed once before the scenarios: what the cells shown take for granted.
+FAKE_GPU_NOTE = (
+    "No GPU needed: cells that use cuda run under PyTorch's FakeTensorMode (tensors with a device,\n"
+    "a shape and a dtype but no data), on_fake_gpu(module) puts a module's parameters on that fake\n"
+    "GPU, and the meta device stands in for a GPU elsewhere."
+)
+
 SCENARIOS: list[tuple[str, str, str]] = [
     (
         "The classic: the model is on the GPU, the batch is not",
         """
-        mode = FakeTensorMode(allow_non_fake_inputs=True)
-        with mode, torch.no_grad():
-            model = on_fake_gpu(nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 2)))
+        model = on_fake_gpu(nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 2)))
         inputs = torch.randn(8, 16)
         """,
-        "with mode, torch.no_grad():\n    logits = model(inputs)\n",
+        "logits = model(inputs)\n",
     ),
     (
         "Two GPUs: the activations are on cuda:1, the layer on cuda:0",
         """
-        mode = FakeTensorMode(allow_non_fake_inputs=True)
-        with mode, torch.no_grad():
-            head = on_fake_gpu(nn.Linear(32, 4), 'cuda:0')
-            hidden = torch.empty(8, 32, device='cuda:1')
+        head = on_fake_gpu(nn.Linear(32, 4), 'cuda:0')
+        hidden = torch.empty(8, 32, device='cuda:1')
         """,
-        "with mode, torch.no_grad():\n    out = head(hidden)\n",
+        "out = head(hidden)\n",
     ),
     (
         "A tensor attribute that model.to() never moves (meta stands in for the GPU)",
@@ -98,8 +107,10 @@ SCENARIOS: list[tuple[str, str, str]] = [
 _counter = itertools.count(1)
 
 
-def _cell(source: str, namespace: dict[str, Any]) -> BaseException | None:
-    name = f"<ipython-input-{next(_counter)}-demo>"
+def _cell(source: str, namespace: dict[str, Any], number: int) -> BaseException | None:
+    """Runs ``source`` as cell ``In [number]``: named as IPython names a cell, its
+    text in ``linecache``; each name unique in the process (a hash IPython would give)."""
+    name = f"<ipython-input-{number}-demo{next(_counter)}>"
     linecache.cache[name] = (len(source), None, source.splitlines(keepends=True), name)
     try:
         exec(compile(source, name, "exec"), namespace)
@@ -108,28 +119,54 @@ def _cell(source: str, namespace: dict[str, Any]) -> BaseException | None:
     return None
 
 
+def _on_fake_gpu(setup: str, failing: str) -> bool:
+    """A scenario whose cells put tensors on ``cuda``, which this machine may not have."""
+    return any(word in setup + failing for word in ("cuda", "on_fake_gpu("))
+
+
+@contextlib.contextmanager
+def _fake_gpu(on: bool) -> Iterator[None]:
+    if not on:
+        yield
+        return
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode(allow_non_fake_inputs=True), torch.no_grad():
+        yield
+
+
 def run_scenario(setup: str, failing: str) -> Any:
-    """Runs one scenario and returns its Diagnosis (or None if it did not fail)."""
+    """Runs one scenario's cells (``setup`` as ``In [1]``, ``failing`` as ``In [2]``)
+    and returns the Diagnosis of the second's error (None if it did not fail)."""
     from ipydevice.pipeline.engine import diagnose
 
     namespace: dict[str, Any] = {"__name__": "__main__"}
-    error = _cell(_PRELUDE + textwrap.dedent(setup), namespace)
-    if error is not None:
-        raise error
-    exc = _cell(failing, namespace)
+    error = _cell(_PRELUDE, namespace, 0)
+    with _fake_gpu(_on_fake_gpu(setup, failing)):
+        error = error or _cell(textwrap.dedent(setup).lstrip("\n"), namespace, 1)
+        if error is not None:
+            raise error
+        exc = _cell(failing, namespace, 2)
     return None if exc is None else diagnose(exc, namespace=namespace)
 
 
+def _shown(number: int, source: str) -> str:
+    """A cell as a notebook shows it: ``In [n]:`` before its first line."""
+    prompt = f"    In [{number}]: "
+    lines = source.strip("\n").splitlines()
+    return "\n".join(
+        ((prompt if i == 0 else " " * len(prompt)) + line).rstrip() for i, line in enumerate(lines)
+    )
+
+
 def main() -> int:
-    """Prints each scenario's failing cell and ipydevice's report."""
+    """Prints each scenario's cells and ipydevice's report."""
+    print(FAKE_GPU_NOTE)
     for number, (title, setup, failing) in enumerate(SCENARIOS, 1):
         print(f"\n{'━' * 100}\n{number}. {title}\n")
-        print(
-            "".join(
-                f"    In [ ]: {line}" if i == 0 else f"            {line}"
-                for i, line in enumerate(failing.splitlines(True))
-            )
-        )
+        print(_shown(1, textwrap.dedent(setup)) + "\n")
+        print(_shown(2, failing))
         diagnosis = run_scenario(setup, failing)
         print(f"\n{diagnosis}" if diagnosis is not None else "(no error)")
     print(

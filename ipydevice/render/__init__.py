@@ -35,6 +35,7 @@ def _inventory_bundle(inventory: Inventory) -> dict[str, str]:
 register_view("text", text.render_diagnosis)
 register_view("headline", text.headline)
 register_view("html", html.render_diagnosis_html)
+register_view("result_html", html.render_apply_result_html)
 register_view("table", table.diagnosis_table)
 register_view("inventory_text", text.render_inventory)
 register_view("inventory_html", html.render_inventory_html)

@@ -16,7 +16,13 @@ from html import escape
 from typing import Any
 
 from ipydevice.model import Diagnosis, Fix, ObjectRecord
-from ipydevice.render.rows import device_text, row_lines, shows_where, table_records
+from ipydevice.render.rows import (
+    device_text,
+    flagged_first,
+    row_lines,
+    shows_where,
+    table_records,
+)
 from ipydevice.render.text import (
     HEADER_POINTER,
     Verbosity,
@@ -45,6 +51,7 @@ __all__ = [
     "code_block",
     "header_html",
     "panel_top_html",
+    "render_apply_result_html",
     "render_diagnosis_html",
     "render_header_html",
     "table_html",
@@ -72,13 +79,19 @@ ROOT_STYLE = (
 #: row is a subgrid (its columns the grid's), so that a row carries its background:
 #: JupyterLab's stripes, header rule and table text (colour, size) are its own
 #: variables, which mean nothing (no background, no rule, the panel's text) where
-#: they are not defined.
+#: they are not defined. In a narrow notebook (820 px with the file browser open leaves
+#: the output about 360 px) the columns shrink rather than the table scrolling sideways:
+#: each keeps a few characters (:data:`GRID_COLUMNS`), a cell wraps at its spaces, and a
+#: word wider than its column breaks.
+GRID_COLUMNS = (
+    "auto minmax(9ch,max-content) repeat(4,minmax(6ch,max-content)) minmax(4ch,max-content)"
+)
 GRID = (
-    "display:grid;grid:none/repeat(8,auto);justify-content:start;column-gap:10px;"
-    "margin:6px 0;line-height:normal;white-space:nowrap;overflow-wrap:normal;"
+    f"display:grid;grid:none/{GRID_COLUMNS} minmax(8ch,max-content);justify-content:start;"
+    "column-gap:5px;margin:6px 0;line-height:normal;white-space:normal;overflow-wrap:anywhere;"
     "color:var(--jp-ui-font-color1);font-size:var(--jp-ui-font-size1)"
 )
-ROW = "display:grid;grid-column:1/-1;grid:none/subgrid;padding:2px 10px 2px 0"
+ROW = "display:grid;grid-column:1/-1;grid:none/subgrid;padding:2px 2px 2px 0"
 HEAD_ROW = (
     f"{ROW};font-weight:600;border-bottom:var(--jp-border-width) solid var(--jp-border-color1)"
 )
@@ -110,7 +123,7 @@ FOLDED_WIDTH = 120
 def code_block(code: str) -> str:
     """Escaped code in a ``<pre>``, with no ``<code>`` inside: the notebook's inline-code
     style (its own background and padding) would give each line a strip in the block."""
-    style = f"{CODE};margin:4px 0 8px 0;padding:6px 8px;background:#7f7f7f1f;border-radius:3px;white-space:pre;overflow-x:auto"
+    style = f"{CODE};margin:4px 0 8px 0;padding:6px 8px;background:#7f7f7f1f;border-radius:3px;white-space:pre-wrap;overflow-wrap:anywhere"
     return f'<pre class="ipydevice-code" style="{style}">{escape(code)}</pre>'
 
 
@@ -145,7 +158,7 @@ def table_html(
     where = shows_where(shown + folded)
     heads = ("", "name", "kind", "device", "shape", "dtype", "size", "where")
     header = "".join(f"<span>{h}</span>" for h in heads[: None if where else -1])
-    grid = GRID if where else GRID.replace("repeat(8,", "repeat(7,")
+    grid = GRID if where else GRID.replace(" minmax(8ch,max-content);", ";", 1)
     body = "".join(
         _row(r, i, r.name in culprits, sizes, where, made_visible) for i, r in enumerate(shown)
     )
@@ -355,7 +368,8 @@ def render_inventory_html(inv: Any, limit: int | None = None) -> str:
         f"<b>{escape(t.device)}</b> {plural(t.count, 'tensor')} · {escape(format_bytes(t.nbytes))}</span>"
         for t in inv.totals
     )
-    ordered = [r for records in inv.by_device().values() for r in records]
+    groups = flagged_first(inv.by_device(), problem_names)
+    ordered = [r for records in groups.values() for r in records]
     parts = [
         f'<div style="font-weight:600">{escape(title)}, {plural(total, "tensor")} on {plural(len(inv.totals), "device")}</div>',
         f"<div>{chips}</div>",
@@ -400,3 +414,11 @@ def render_checkup_html(checkup: Any) -> str:
     parts.append(fixes_html(checkup.fixes))
     parts.extend(f'<div style="{MUTED}">note: {_inline_code(n)}</div>' for n in checkup.notes)
     return f'<div class="ipydevice-panel ipydevice-check" style="{style}">{"".join(parts)}</div>'
+
+
+def render_apply_result_html(result: Any) -> str:
+    """What Apply did (an :class:`~ipydevice.model.ApplyResult`), as the button's status
+    line says it: green with a tick when every move was made, else the panel's colour."""
+    colour, mark = ("#2f9e44", "✓") if result.ok else (ACCENT, "✗")
+    style = ROOT_STYLE.replace(ACCENT, colour).replace("padding:8px 12px", "padding:4px 12px")
+    return f'<div class="ipydevice-applied" style="{style}">{mark} {escape(str(result))}</div>'

@@ -16,6 +16,7 @@ from ipydevice.wording import format_bytes, visible_record
 
 __all__ = [
     "device_text",
+    "flagged_first",
     "ordered_records",
     "record_row",
     "row_lines",
@@ -91,6 +92,21 @@ def ordered_records(d: Diagnosis) -> list[ObjectRecord]:
     culprit_names = {f.name for f in d.culprits}
     first = [r for r in d.records if r.name in culprit_names]
     return first + [r for r in d.records if r.name not in culprit_names]
+
+
+def flagged_first(
+    groups: dict[str, list[ObjectRecord]], flagged: set[str]
+) -> dict[str, list[ObjectRecord]]:
+    """``%devices``' rows by device, problems first: the devices that hold a flagged
+    row come first, and in each device its flagged rows, so that however many rows a
+    table shows before it folds the rest, the objects a problem names are among them."""
+    ranked = {
+        device: [r for r in rows if r.name in flagged] + [r for r in rows if r.name not in flagged]
+        for device, rows in groups.items()
+    }
+    return dict(
+        sorted(ranked.items(), key=lambda item: not any(r.name in flagged for r in item[1]))
+    )
 
 
 def table_records(d: Diagnosis, verbosity: str = "context") -> list[ObjectRecord]:

@@ -26,7 +26,13 @@ from ipydevice.model import Diagnosis, Finding, Fix
 from ipydevice.render.layout import columns, display_width
 from ipydevice.render.layout import cut as _cut
 from ipydevice.render.layout import wrap as _wrap
-from ipydevice.render.rows import record_row, row_lines, shares_text, table_records
+from ipydevice.render.rows import (
+    flagged_first,
+    record_row,
+    row_lines,
+    shares_text,
+    table_records,
+)
 from ipydevice.wording import (
     format_bytes,
     plural,
@@ -191,9 +197,11 @@ def explanations(d: Diagnosis, verbosity: Verbosity = "context") -> list[tuple[F
     """Findings worth a line, with whether each is a culprit: the culprits whose
     ``why`` explains something (a tensor attribute ``.to()`` never moves), then the
     causes; every finding at ``verbose``."""
-    culprit_names = {f.name for f in d.culprits}
+    # A cause about a culprit, named without the frame that holds it (an audit's
+    # ``net.scale`` of the culprit ``net.scale in main``), is said by the culprit's line.
+    culprits = {(f.name.partition(" in ")[0], f.device) for f in d.culprits}
     found = [(f, True) for f in d.culprits] + [
-        (c, False) for c in d.causes if c.name not in culprit_names
+        (c, False) for c in d.causes if (c.name.partition(" in ")[0], c.device) not in culprits
     ]
     if verbosity == "verbose":
         return found
@@ -486,7 +494,7 @@ def render_inventory(inv: Any, width: int = 100, max_rows: int | None = None) ->
         )
     ]
     shown = 0
-    for device, records in inv.by_device().items():
+    for device, records in flagged_first(inv.by_device(), problem_names).items():
         if shown >= limit:
             break
         rows = [

@@ -361,10 +361,7 @@ def _apply(fix: Fix, namespace: Namespace, say: Callable[..., None]) -> None:
     except KeyboardInterrupt:  # before the fix began (Fix.apply reports its own)
         say("interrupted before anything moved: nothing was moved", False)
         return
-    if result.ok:
-        say(f"{result.message}. Re-run the cell.", True)
-    else:
-        say(result.message, False)
+    say(str(result), result.ok)
 
 
 def click(panel: Any, action: str, index: int = 0, **more: Any) -> None:
