@@ -58,7 +58,7 @@ SAMPLE = (
 
 #: Seconds after a cell's end before the first step (the front end's next request, when
 #: the user runs several cells, arrives first), and between steps.
-DELAY, GAP = 0.2, 0.005
+DELAY, GAP = 0.2, 0.001
 
 
 # -- the steps -----------------------------------------------------------------------------
@@ -221,7 +221,7 @@ class Warmer:
     def __init__(self, kernel: Any, widgets: Callable[[], bool]) -> None:
         self.kernel = kernel
         self.widgets = widgets
-        self.loop = getattr(kernel, "io_loop", None)
+        self.loop: Any = getattr(kernel, "io_loop", None)
         self.done = _WARMED[0] or self.loop is None
         self.running = False  # a cell runs: no step
         self.scheduled = False
