@@ -316,6 +316,9 @@ def torch_cell(figures: dict[str, Any]) -> bool:
         finally:
             for kernel in kernels:
                 kernel.shutdown()
+        print(
+            f"round {index}: " + json.dumps({k: v[-1] for k, v in cells.items()}), file=sys.stderr
+        )
     rounds = list(zip(cells["ipydevice"], cells["stock"], cells["stock2"], strict=True))
     delta = [b - (a + a2) / 2 for b, a, a2 in rounds]
     a_a = [a2 - a for _, a, a2 in rounds]

@@ -179,35 +179,16 @@ _WARMED = [False]
 
 
 def _waiting(kernel: Any) -> bool:
-    """Whether ``kernel`` handles a shell request or has one waiting (ipykernel 6 and 7)."""
+    """Whether ``kernel`` handles a shell request (ipykernel 7 holds its lock from the
+    moment it reads one) or has one queued (ipykernel 6). A request still in its socket
+    is read by the loop before the next step runs, which then sees it: the socket itself
+    is not polled here (reading a ZMQ socket's events would swallow the edge that wakes
+    the loop for it)."""
     lock = getattr(kernel, "_main_asyncio_lock", None)
     if lock is not None and lock.locked():
         return True
     queue = getattr(kernel, "msg_queue", None)  # ipykernel 6
-    if queue is not None and queue.qsize():
-        return True
-    return any(_readable(socket) for socket in _shell_sockets(kernel))
-
-
-def _shell_sockets(kernel: Any) -> list[Any]:
-    """The sockets the main thread reads shell requests from: ipykernel 7's pair from its
-    shell channel thread, or the shell stream's own."""
-    thread = getattr(kernel, "shell_channel_thread", None)
-    try:
-        if thread is not None:
-            return [thread.manager.get_shell_channel_to_subshell_pair(None).to_socket]
-        return [kernel.shell_stream.socket]
-    except Exception:  # another ipykernel: the lock and the cells tell
-        return []
-
-
-def _readable(socket: Any) -> bool:
-    import zmq
-
-    try:
-        return bool(socket.getsockopt(zmq.EVENTS) & zmq.POLLIN)
-    except Exception:
-        return False
+    return bool(queue is not None and queue.qsize())
 
 
 class Warmer:
