@@ -14,8 +14,8 @@ the kernel has nothing else to do:
   a partly initialised module;
 * in small steps (:func:`steps`: one module each, its dependencies first, then the
   sample diagnosis, the widget classes and a full garbage collection), each scheduled
-  with ``call_later`` and run only while no cell runs and no shell request waits: a
-  request that arrives stops the warm-up, and the end of its cell resumes it. Never
+  with ``call_later`` and run only while no cell runs and no shell request is handled
+  or queued: while one is, the next step waits and looks again :data:`DELAY` later. Never
   inside a user's cell: the cell that imports torch costs what it costs without
   ipydevice.
 
@@ -229,9 +229,14 @@ class Warmer:
         self.scheduled = False
         if self.done or self.stopped:
             return
-        if self.running or _WARMED[0] or _waiting(self.kernel):
-            # A cell runs or a request waits: its cell's end schedules the next step.
-            self.done = _WARMED[0]
+        if _WARMED[0]:  # another load of the extension warmed up
+            self.done = True
+            return
+        if self.running or _waiting(self.kernel):
+            # A cell runs or a request is handled: look again later (a request without
+            # a cell, a completion or a widget's message, ends without a cell's end).
+            self.scheduled = True
+            self.loop.call_later(DELAY, self._step)
             return
         if self._steps is None:
             self._steps = steps(self.widgets())
