@@ -12,7 +12,7 @@ the kernel has nothing else to do:
   main thread: a background thread importing ipydevice's modules while the shell
   imports others can meet Python's import-deadlock avoidance, which hands one of them
   a partly initialised module;
-* in small steps (:func:`steps`: one module each, its dependencies first, then the
+* in small steps (:func:`steps`: one module or package each, what it imports first, then the
   sample diagnosis, the widget classes and a full garbage collection), each scheduled
   with ``call_later`` and run only while no cell runs and no shell request is handled
   or queued: while one is, the next step waits and looks again :data:`DELAY` later. Never
