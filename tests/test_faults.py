@@ -118,7 +118,7 @@ def _multiline(*args: Any, **kwargs: Any) -> Any:
 
 #: stage -> (what to break, needs a kernel for the stage to run)
 HOOK_STAGES: dict[str, tuple[str, bool]] = {
-    "recognition": ("ipydevice.pipeline.engine.recognise_exception", False),
+    "recognition": ("ipydevice.diagnosis.message.recognise_exception", False),
     "diagnosis": ("ipydevice.pipeline.engine.diagnose", False),
     "rendering": ("ipydevice.render.text.render_diagnosis", False),
     "rendering_html": ("ipydevice.render.html.render_diagnosis_html", False),

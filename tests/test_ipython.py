@@ -661,7 +661,16 @@ import json, sys
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
 shell = InteractiveShell.instance()
-shell.kernel = object()  # a kernel's shell: the buttons are built
+
+class Loop:  # the kernel's io_loop: what is scheduled runs when the test says it is idle
+    due = []
+    def call_later(self, delay, callback):
+        self.due.append(callback)
+
+class Kernel:  # a kernel's shell: the buttons are built
+    io_loop = Loop()
+
+shell.kernel = Kernel()
 shell.run_line_magic("load_ext", "ipydevice")
 HEAVY = ("torch", "ipywidgets", "anywidget", "ipydevice.pipeline.engine")
 found = {"loaded": [m for m in HEAVY if m in sys.modules]}
@@ -669,6 +678,13 @@ shell.run_cell("y = 1")
 found["plain_cell"] = [m for m in HEAVY if m in sys.modules]
 with capture_output():
     shell.run_cell("import torch\nmodel = torch.nn.Linear(4, 2).to('meta')\nx = torch.randn(3, 4)")
+found["torch_cell"] = [m for m in HEAVY if m in sys.modules]
+steps = 0
+while Loop.due:  # idle: the steps, one after the other
+    Loop.due.pop(0)()
+    steps += 1
+found["steps"] = steps
+with capture_output():
     shell.run_cell("try:\n    torch.zeros(1, device='meta') + torch.zeros(2)\nexcept RuntimeError:\n    pass")
 import threading
 found["threads"] = [t.name for t in threading.enumerate() if t.name.startswith("ipydevice")]
@@ -684,11 +700,13 @@ print(json.dumps(found))
 """
 
 
-def test_the_failing_path_is_imported_after_the_cell_that_imports_torch(tmp_path: Any) -> None:
-    """``%load_ext`` and cells without torch import nothing heavy; once a cell imported
-    torch, its end imports the engine, the renderers and the widgets (in the cell's
-    own thread: a background one could meet the import-deadlock avoidance), so that the
-    first device error imports none of them on its way to the traceback."""
+def test_the_failing_path_is_imported_on_the_idle_loop_after_the_torch_cell(
+    tmp_path: Any,
+) -> None:
+    """``%load_ext`` and cells without torch import nothing heavy, nor does the cell
+    that imports torch; after it, the kernel's loop imports the engine, the renderers
+    and the widgets in steps (in the main thread: a background one could meet the
+    import-deadlock avoidance), so that the first device error imports none of them."""
     pytest.importorskip("anywidget")
     env = {**os.environ, "IPYTHONDIR": str(tmp_path)}
     out = subprocess.run(
@@ -701,6 +719,8 @@ def test_the_failing_path_is_imported_after_the_cell_that_imports_torch(tmp_path
     assert out.returncode == 0, out.stderr
     probe = json.loads(out.stdout.strip().splitlines()[-1])
     assert probe["loaded"] == [] and probe["plain_cell"] == []
+    assert probe["torch_cell"] == ["torch"]  # the cell itself: torch only
+    assert probe["steps"] > 50  # small steps
     assert probe["first_error"] == []
     assert probe["threads"] == []  # no thread of ipydevice's imports alongside the shell
 
@@ -713,7 +733,7 @@ def _raise(*args: Any, **kwargs: Any) -> Any:
 
 
 STAGES = {
-    "recognition": ("ipydevice.pipeline.engine.recognise_exception", False),
+    "recognition": ("ipydevice.diagnosis.message.recognise_exception", False),
     "diagnosis": ("ipydevice.pipeline.engine.diagnose", False),
     "rendering": ("ipydevice.render.text.render_diagnosis", False),
     "display": ("IPython.display.display", False),

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -233,5 +234,47 @@ def test_autoload_from_the_kernel_config(tmp_path: Path) -> None:
         _, messages = started.execute("from ipydevice.settings import current\ncurrent().max_rows")
         (result,) = outputs(messages)
         assert result["content"]["data"]["text/plain"] == "2"
+    finally:
+        started.shutdown()
+
+
+def test_the_failing_path_is_warmed_while_the_kernel_is_idle(tmp_path: Path) -> None:
+    """The cell that imports torch imports nothing of the failing path, nor does the
+    cell queued right behind it; once the kernel is idle its loop imports it, so the
+    first device error imports nothing on its way."""
+    started = Kernel(tmp_path)
+    client = started.client
+    try:
+        started.execute("%load_ext ipydevice")
+        probe = "import sys as _sys\nprint('ipydevice.pipeline.engine' in _sys.modules)"
+        first = client.execute(SETUP, stop_on_error=False)
+        second = client.execute(probe, stop_on_error=False)  # waiting while torch imports
+        printed = []
+        while True:
+            message = client.get_iopub_msg(timeout=120)
+            parent = message["parent_header"].get("msg_id")
+            if parent == second and message["msg_type"] == "stream":
+                printed.append(message["content"]["text"].strip())
+            state = message["content"].get("execution_state")
+            if parent == second and message["msg_type"] == "status" and state == "idle":
+                break
+        assert first != second and printed == ["False"]
+        done = "__import__('ipydevice').integrations.ipython.hook_of(get_ipython()).warmer.done"
+        for _ in range(240):  # idle: the loop warms, step by step
+            _, messages = started.execute(f"print({done})")
+            if [m["content"].get("text", "").strip() for m in outputs(messages)] == ["True"]:
+                break
+            time.sleep(0.5)
+        else:
+            raise AssertionError("the warm-up never ended")
+        started.execute("_before = set(_sys.modules)")
+        _, messages = started.execute(MISMATCH)
+        kinds = [kind(m) for m in outputs(messages)]
+        assert kinds[:3] == ["header", "error", "panel"], kinds
+        _, messages = started.execute(
+            "print(sorted(m for m in set(_sys.modules) - _before"
+            " if m.split('.')[0] in ('ipydevice', 'ipywidgets', 'anywidget')))"
+        )
+        assert [m["content"]["text"].strip() for m in outputs(messages)] == ["[]"]
     finally:
         started.shutdown()

@@ -33,7 +33,8 @@ prints its own), diagnoses ``result.error_in_exec`` or a new ``sys.last_value``
 Contract:
 
 * Loading is instant: it imports neither torch, pandas nor ipywidgets, nor the
-  engine (``ipython_warm`` imports them once a cell has imported torch).
+  engine (``ipython_warm`` imports them once a cell has imported torch, on the
+  kernel's loop while it is idle, never inside a cell).
 * Loading twice is harmless; unloading removes the callbacks, the ``_showtraceback``
   wrapper, the configurable and ``%devices`` (putting back any ``%devices`` that was
   there before), puts back ``warnings.showwarning`` and the logging handler, and
@@ -236,6 +237,8 @@ class _Hook(CellCallbacks):
         self.last = None
         if self._buttons is not None:  # made with the first buttons' widget
             self._buttons.unload()
+        if self.warmer is not None:  # no further warm-up step on the kernel's loop
+            self.warmer.stop()
 
     # -- stages ----------------------------------------------------------------------------
 

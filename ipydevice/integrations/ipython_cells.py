@@ -25,6 +25,7 @@ from ipydevice.integrations.ipython_display import cell_exception, cell_id_of
 from ipydevice.integrations.ipython_display import guarded as _guarded
 
 if TYPE_CHECKING:  # pragma: no cover
+    from ipydevice.integrations.ipython_warm import Warmer
     from ipydevice.integrations.warnings_hook import DeviceWarnings
 
 __all__ = ["CellCallbacks"]
@@ -56,6 +57,7 @@ class CellCallbacks:
         self.deferred: Exception | None = None  # IPYDEVICE_DEBUG=1: raised after the traceback
         self.cell_info: Any = None  # this cell's ExecutionInfo (its id: :attr:`cell_id`)
         self.warmed = False  # the failing path's imports made (ipython_warm)
+        self.warmer: Warmer | None = None  # made with the first cell that leaves torch imported
         self.quiet = False  # see the module's doc; settled after each cell
 
     # -- supplied by the hook ----------------------------------------------------------------
@@ -107,6 +109,8 @@ class CellCallbacks:
         """Forgets the last cell's header and failed stages, lets every device warning
         be reported once in the new cell, and tells the buttons which cell runs."""
         self.headed, self.deferred = None, None
+        if self.warmer is not None:  # no warm-up step while the cell runs
+            self.warmer.cell_started()
         if self.failed:
             self.failed.clear()
         if self._buttons is not None and self._buttons.live:
@@ -155,9 +159,19 @@ class CellCallbacks:
         if self.watch:
             self.stage("watch", self.watch_cell, result)
         if not self.warmed and "torch" in sys.modules:  # the failing path's imports, once
-            from ipydevice.integrations.ipython_warm import warm_once
-
-            self.warmed = warm_once(lambda: bool(self.config.widget) and self.in_kernel())
+            self.warmed = self._warm()
         deferred, self.deferred = self.deferred, None
         if deferred is not None:  # a failure before the traceback, raised now (debugging)
             raise deferred
+
+    def _warm(self) -> bool:
+        """Schedules the failing path's imports on the kernel's loop, for when it is idle
+        (:mod:`ipydevice.integrations.ipython_warm`); True once they are made (or, in a
+        terminal, never to be made ahead)."""
+        if self.warmer is None:
+            from ipydevice.integrations.ipython_warm import Warmer
+
+            widgets = lambda: bool(self.config.widget) and self.in_kernel()  # noqa: E731
+            self.warmer = Warmer(getattr(self.shell, "kernel", None), widgets)
+        self.warmer.after_cell()
+        return self.warmer.done

@@ -89,9 +89,9 @@ def restore_settings(saved: Settings | None) -> None:
 
 def is_device_error(exc: BaseException) -> bool:
     """The cheap pre-filter: a regex over the message chain, no torch needed."""
-    from ipydevice.pipeline import engine
+    from ipydevice.diagnosis import message
 
-    return engine.recognise_exception(exc)[1].is_device_error
+    return message.recognise_exception(exc)[1].is_device_error
 
 
 def cell_exception(result: Any, shown_before: int) -> BaseException | None:
@@ -185,7 +185,7 @@ def pending_header_bundle(exc: BaseException) -> dict[str, str]:
     family, the devices), from no other evidence, so that the traceback is not kept
     waiting; :func:`header_bundle` replaces it in place (``update_display_data``). It
     carries no anchor: no buttons ever attach to it."""
-    from ipydevice.pipeline.engine import from_message
+    from ipydevice.diagnosis.message import from_message
 
     return header_bundle(from_message(exc), pointer=PENDING_POINTER, anchor=False)
 

@@ -48,8 +48,10 @@ from ipydevice.diagnosis.advice import advice
 from ipydevice.diagnosis.carried import attach
 from ipydevice.diagnosis.culprits import Analysis, analyse, device_variable, off_target
 from ipydevice.diagnosis.families import op_mismatch
-from ipydevice.diagnosis.recognise import recognise
-from ipydevice.diagnosis.unwrap import Inner, last_line, unwrap
+from ipydevice.diagnosis.message import MAX_DEPTH as _MAX_DEPTH
+from ipydevice.diagnosis.message import base_fields as _base_fields
+from ipydevice.diagnosis.message import from_message, message_of, recognise_exception
+from ipydevice.diagnosis.unwrap import Inner, unwrap
 from ipydevice.diagnosis.warned import heed_warnings
 from ipydevice.family import MessageFacts
 from ipydevice.fixes.fingerprint import stamp
@@ -66,9 +68,6 @@ __all__ = [
     "recognise_exception",
 ]
 
-_MAX_MESSAGE = 2000
-_MAX_DEPTH = 3  # wrappers inside wrappers (a group of Ray task errors)
-
 
 def last_exception() -> BaseException | None:
     """The exception IPython or ``sys`` recorded last, if any."""
@@ -77,59 +76,6 @@ def last_exception() -> BaseException | None:
         if isinstance(exc, BaseException):
             return exc
     return sys.exc_info()[1]
-
-
-def message_of(exc: BaseException) -> str:
-    """``str(exc)`` that survives a broken ``__str__``."""
-    try:
-        text = str(exc)
-    except BaseException as caught:  # the user's exception class: its __str__ may exit
-        contain(caught)
-        try:
-            text = str(exc.args[0]) if exc.args else ""
-        except BaseException as again:
-            contain(again)
-            text = ""
-    return text
-
-
-def recognise_exception(exc: BaseException, depth: int = 0) -> tuple[BaseException, MessageFacts]:
-    """Recognises ``exc`` or, failing that, the first device error in its chain.
-
-    torch.compile and some libraries wrap the real error; the chain
-    (``__cause__``/``__context__``) is followed up to 8 links, cycles ignored. Then
-    the errors ``exc`` wraps (an exception group's members, a worker's text: see
-    :mod:`ipydevice.diagnosis.unwrap`); ``exc`` is returned with their facts.
-    """
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    first = None
-    while current is not None and id(current) not in seen and len(seen) < 8:
-        seen.add(id(current))
-        facts = recognise(message_of(current), type(current).__name__)
-        if first is None:
-            first = facts
-        if facts.is_device_error:
-            return current, facts
-        current = current.__cause__ or (
-            None if current.__suppress_context__ else current.__context__
-        )
-    assert first is not None
-    for inner in unwrap(exc) if depth < _MAX_DEPTH else ():
-        if inner.exc is not None and inner.exc is not exc:
-            facts = recognise_exception(inner.exc, depth + 1)[1]
-        else:
-            facts = recognise(*reversed(last_line(inner.text)))
-        if facts.is_device_error:
-            return exc, facts
-    return exc, first
-
-
-def from_message(exc: BaseException) -> Diagnosis:
-    """What the message alone says (family, devices, op): no frame or object is read.
-    The header a kernel shows before the traceback, until the diagnosis replaces it."""
-    exc, facts = recognise_exception(exc)
-    return Diagnosis(is_device_error=facts.is_device_error, **_base_fields(exc, facts))
 
 
 def diagnose(
@@ -358,20 +304,6 @@ def _module_label(entry: Any) -> str:
     if entry is None:
         return ""
     return f"{entry.name} ({class_name(entry.obj)})"
-
-
-def _base_fields(exc: BaseException, facts: MessageFacts) -> dict[str, Any]:
-    family = registry.family_of(facts.family) if facts.family else None
-    return {
-        "family": facts.family,
-        "family_title": (family.title or family.summary) if family is not None else "",
-        "exc_type": type(exc).__name__,
-        "message": message_of(exc)[:_MAX_MESSAGE],
-        "summary": facts.summary,
-        "devices": facts.devices,
-        "argument": facts.argument,
-        "op": facts.op,
-    }
 
 
 def name_in_depth(

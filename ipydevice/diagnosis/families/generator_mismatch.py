@@ -4,9 +4,12 @@ generator is the usual cause, so the namespace's DataLoaders are audited."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from ipydevice.collect.frames import FrameView
 from ipydevice.family import Family, MessageFacts, wording
+
+if TYPE_CHECKING:  # pragma: no cover  (recognising a message reads no frame)
+    from ipydevice.collect.frames import FrameView
 
 ID = "generator_mismatch"
 

@@ -6,13 +6,15 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from ipydevice.code.rewrite import add_keyword, replace_span
-from ipydevice.collect.cell import Cell, calls_in, cell_result
-from ipydevice.collect.frames import FrameView
 from ipydevice.diagnosis.devices import normalise_device
 from ipydevice.family import Family, MessageFacts, Parts, wording
-from ipydevice.model import Fix
+
+if TYPE_CHECKING:  # pragma: no cover  (recognising a message reads no frame or cell)
+    from ipydevice.collect.cell import Cell
+    from ipydevice.collect.frames import FrameView
+    from ipydevice.model import Fix
 
 ID = "load_location"
 
@@ -78,6 +80,9 @@ def _target(facts: MessageFacts, views: Sequence[FrameView]) -> str:
 def _cell_fix(facts: MessageFacts, cell: Cell, target: str) -> Fix | None:
     """``torch.load(...)`` with ``map_location=`` added, or rewritten when it names a
     device this machine does not have."""
+    from ipydevice.code.rewrite import add_keyword, replace_span
+    from ipydevice.collect.cell import calls_in, cell_result  # with the first fix, not the header
+
     for call in calls_in(cell):
         name = (
             call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", "")

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from ipydevice.code.rewrite import replace_span, segment
-from ipydevice.collect.cell import Cell, calls_in, cell_result
-from ipydevice.collect.frames import FrameView
 from ipydevice.family import Family, MessageFacts, wording
-from ipydevice.model import Fix
+
+if TYPE_CHECKING:  # pragma: no cover  (recognising a message reads no frame or cell)
+    from ipydevice.collect.cell import Cell
+    from ipydevice.collect.frames import FrameView
+    from ipydevice.model import Fix
 
 ID = "numpy_conversion"
 
@@ -45,6 +47,9 @@ def _target(facts: MessageFacts, views: Sequence[FrameView]) -> str:
 
 def _cell_fix(facts: MessageFacts, cell: Cell, target: str) -> Fix | None:
     """``x.numpy()`` becomes ``x.detach().cpu().numpy()``."""
+    from ipydevice.code.rewrite import replace_span, segment
+    from ipydevice.collect.cell import calls_in, cell_result  # with the first fix, not the header
+
     for call in calls_in(cell):
         if isinstance(call.func, ast.Attribute) and call.func.attr == "numpy" and not call.args:
             base = segment(cell.lines, call.func.value)

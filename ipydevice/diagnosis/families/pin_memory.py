@@ -10,9 +10,12 @@ over a Dataset or ``collate_fn`` that moves its samples to the GPU (the
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from ipydevice.collect.frames import FrameView
 from ipydevice.family import Family, MessageFacts, wording
+
+if TYPE_CHECKING:  # pragma: no cover  (recognising a message reads no frame)
+    from ipydevice.collect.frames import FrameView
 
 ID = "pin_memory"
 
