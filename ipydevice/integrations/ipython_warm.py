@@ -46,6 +46,7 @@ ROOTS = (
     "ipydevice.pipeline.engine",
     "ipydevice.integrations.excepthook",
     "ipydevice.integrations.ipython_buttons",  # the hook makes its Buttons on first use
+    "ipydevice.integrations.cell_thread",  # where a click's Apply runs
 )
 
 #: A device error's message, diagnosed (from the message alone: no frame, no object of
