@@ -46,6 +46,7 @@ from ipydevice.collect.traced import add_traced_operands
 from ipydevice.diagnosis.advice import advice
 from ipydevice.diagnosis.carried import attach
 from ipydevice.diagnosis.culprits import Analysis, analyse, device_variable, off_target
+from ipydevice.diagnosis.discarded import explain_discarded
 from ipydevice.diagnosis.families import op_mismatch
 from ipydevice.diagnosis.recognise import recognise
 from ipydevice.diagnosis.unwrap import Inner, last_line, unwrap
@@ -261,6 +262,7 @@ def analyse_named(
     if name_in_depth(scan, analysis, namespace, views, around):
         analysis = analyse(facts, scan, views, namespace)
     analysis.device_name = device_variable(namespace, analysis.target)
+    explain_discarded(analysis.found, views)  # ``x.to(device)`` on its own line
     return analysis
 
 
