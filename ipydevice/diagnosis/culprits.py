@@ -25,7 +25,9 @@ from ipydevice.collect.frames import FrameView
 from ipydevice.collect.holders.base import class_dicts
 from ipydevice.collect.scan import Entry, Scan, descends
 from ipydevice.diagnosis.demands import demanded
+from ipydevice.diagnosis.indexed import indexed_follows
 from ipydevice.diagnosis.materials import state_dict_for
+from ipydevice.diagnosis.operands import named_operands
 from ipydevice.diagnosis.targets import choose_target, concrete, named_by_message, same_device
 from ipydevice.family import MessageFacts
 from ipydevice.model import OPTIMIZER_STATE, Finding
@@ -98,7 +100,10 @@ def analyse(
     analysis.failing_module = _failing_module(scan, views)
     analysis.top_module = _top_module(scan)
     applied = demanded(facts, scan, views)
-    if applied is not None:
+    followed = indexed_follows(applied, scan, views) if applied is not None else None
+    if followed is not None:  # the indexed tensor goes where the computation is
+        target, because, applied = followed.target, followed.reason, None
+    elif applied is not None:
         target, because = applied.target, applied.demand.rule.format(device=applied.target)
         analysis.argument = applied.demand.argument if applied.demand.only else ""
     else:
@@ -117,7 +122,12 @@ def analyse(
     elif blamed is not None:
         analysis.found = [Culprit(b.finding, [b.entry], owner=b.entry) for b in blamed]
     elif analysis.target:
-        analysis.found = _rank(_find(scan, analysis), analysis, scan)
+        met = named_operands(facts, views)
+        analysis.found = _rank(_find(scan, analysis), analysis, scan, met)
+    if followed is not None:
+        first = Culprit(_finding(followed.entry, followed.why, analysis.target), [followed.entry])
+        rest = [c for c in analysis.found if followed.entry not in c.entries]
+        analysis.found = [first, *rest]
     if analysis.target == "meta" and not (family and family.about_meta):
         analysis.notes = (
             "meta tensors hold no data: if the model should be real, materialise it "
@@ -437,7 +447,24 @@ def _consumed(scan: Scan) -> set[int]:
     return ids
 
 
-def _rank(found: list[Culprit], analysis: Analysis, scan: Scan | None = None) -> list[Culprit]:
+def _rank(
+    found: list[Culprit], analysis: Analysis, scan: Scan | None = None, met: set[int] | None = None
+) -> list[Culprit]:
+    """Culprits best first: what the failing operation took as the argument its
+    message names (``met``, by id: :mod:`ipydevice.diagnosis.operands`), then the
+    operands of the failing lines, the failing module's parts and optimizer state."""
+    ranked = _ranked(found, analysis, scan)
+    if not met:
+        return ranked
+
+    def took_it(culprit: Culprit) -> bool:
+        return any(id(e.obj) in met for e in culprit.entries)
+
+    first = [c for c in found if took_it(c)]
+    return first + [c for c in ranked if c not in first]
+
+
+def _ranked(found: list[Culprit], analysis: Analysis, scan: Scan | None = None) -> list[Culprit]:
     consumed = _consumed(scan) if scan is not None else set()
 
     def score(culprit: Culprit) -> tuple[int, int, int, int]:

@@ -27,13 +27,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from ipydevice._debug import contain
+from ipydevice.code.flow import indexing_operands
 from ipydevice.collect import probe
 from ipydevice.collect.frames import FrameView, failing_statement, safe_value
 from ipydevice.collect.scan import Entry, Scan
 from ipydevice.diagnosis.devices import same_device
 from ipydevice.family import MessageFacts
 
-__all__ = ["DEMANDS", "Demand", "Demanded", "demand_of", "demanded"]
+__all__ = ["DEMANDS", "Demand", "Demanded", "demand_of", "demanded", "positional_names"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,6 +160,11 @@ def _passed(demand: Demand, views: Sequence[FrameView]) -> Iterator[tuple[int, s
         found = failing_statement(view)
         if found is None:
             continue
+        for index_node in _index_nodes(found[0], demand, view):
+            ok, value = safe_value(index_node, view.frame)
+            if ok:
+                passed = True
+                yield index, ast.unparse(index_node), value
         for node in ast.walk(found[0]):
             for arg in _argument_nodes(node, demand, view):
                 ok, value = safe_value(arg, view.frame)
@@ -176,14 +182,25 @@ def _passed(demand: Demand, views: Sequence[FrameView]) -> Iterator[tuple[int, s
                 yield index, name, value
 
 
+def _index_nodes(stmt: ast.stmt, demand: Demand, view: FrameView) -> list[ast.expr]:
+    """The indices of what the statement indexes (``table[idx]``, ``acc.index_put_((idx,),
+    v)``, ``acc.index_add_(0, idx, src)``): of a tensor only (``torch.index_add(acc, ...)``
+    is read with ``acc`` as the tensor indexed)."""
+    if not demand.subscript:
+        return []
+    out: list[ast.expr] = []
+    for held, indices, _ in indexing_operands(stmt):
+        ok, value = safe_value(held, view.frame)
+        if ok and probe.is_tensor(value):
+            out.extend(i for i in indices if all(i is not o for o in out))
+    return out
+
+
 def _argument_nodes(node: ast.AST, demand: Demand, view: FrameView) -> list[ast.AST]:
-    if demand.subscript and isinstance(node, ast.Subscript):
-        inner = node.slice
-        return list(inner.elts) if isinstance(inner, ast.Tuple) else [inner]
     if not isinstance(node, ast.Call):
         return []
     out: list[ast.AST] = [k.value for k in node.keywords if k.arg in demand.params]
-    names = _positional_names(node.func, view)
+    names = positional_names(node.func, view)
     for position, arg in enumerate(node.args):
         if isinstance(arg, ast.Starred) or position >= len(names):
             break
@@ -192,7 +209,7 @@ def _argument_nodes(node: ast.AST, demand: Demand, view: FrameView) -> list[ast.
     return out
 
 
-def _positional_names(func: ast.AST, view: FrameView) -> tuple[str, ...]:
+def positional_names(func: ast.AST, view: FrameView) -> tuple[str, ...]:
     """The positional parameter names of the called function, read from its code
     object (a plain function or a bound method; nothing of the user's is called)."""
     ok, callee = safe_value(func, view.frame)

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ipydevice import registry
-from ipydevice.code.rewrite import insert_lines_before, parses
+from ipydevice.code.rewrite import insert_lines_before, parses, replace_span
 from ipydevice.code.treefacts import tree_facts
 from ipydevice.collect import probe
 from ipydevice.collect.cell import Cell, cell_result, failed_cell, notebook_function
@@ -41,8 +41,10 @@ from ipydevice.diagnosis.culprits import (
     named_by_message,
     same_device,
 )
+from ipydevice.diagnosis.discarded import Discarded, discarded
 from ipydevice.diagnosis.families.meta_device import meta_subtrees
 from ipydevice.family import MessageFacts
+from ipydevice.fixes.checked import FixCheck
 from ipydevice.fixes.history import SPELLING, history_fixes, spell
 from ipydevice.fixes.immutable import field_value, frozen_fields, in_place, replace_is_safe
 from ipydevice.fixes.source import source_fixes
@@ -89,7 +91,12 @@ def _propose(
         SPELLING.set((target, device_variable(_frame_locals(cell.view.frame), target)))
     fixes: list[Fix] = []
     family_fix = _family_cell_fix(facts, cell, target)
+    # each move fix checked against the rest of the code (not a demand on one argument)
+    check = FixCheck(views, target) if not analysis.argument else None
+    steps_of: dict[int, tuple[Step, ...]] = {}
     plan = _plan_moves(analysis, scan, target, cell)
+    for step, code, name in check.complete(plan.steps) if check is not None else ():
+        plan.add(step, code, name)
     moves = _namespace_fix(plan, target) if plan.steps else None
     if moves is not None:
         fixes.append(moves)
@@ -104,9 +111,10 @@ def _propose(
     # in that function) says it better.
     later = cell_fix if cell_fix is not None and family_fix is None else None
     if cell_fix is None:
-        cell_fix = _cell_fix(analysis, scan, target, cell)
+        cell_fix = _cell_fix(analysis, scan, target, cell, check=check, steps_of=steps_of)
         if cell_fix is not None and family_fix is None and not _repeats(cell_fix, moves):
-            fixes.append(cell_fix)
+            # the cell's own dropped ``x.to(device)`` assigned: the user's line, mended
+            fixes.insert(0 if cell_fix.title.startswith(_ASSIGN) else len(fixes), cell_fix)
     found, roots = source_fixes(analysis, scan, views)
     # A root fix (register_buffer, nn.ModuleList) ranks above the moves, which last
     # only until the model is made again.
@@ -119,6 +127,8 @@ def _propose(
     meta_fix = _meta_note_fix(analysis, target)
     if meta_fix is not None and not any(s.action == "to_empty" for s in plan.steps):
         fixes.append(meta_fix)
+    if check is not None:
+        fixes = check.rank(fixes, steps_of)
     return tuple(f for f in fixes if parses(f.code) or f.scope == "source")
 
 
@@ -460,7 +470,13 @@ def _namespace_fix(plan: _Plan, target: str) -> Fix:
 
 
 def _cell_fix(
-    analysis: Analysis, scan: Scan, target: str, cell: Cell | None, locals_only: bool = False
+    analysis: Analysis,
+    scan: Scan,
+    target: str,
+    cell: Cell | None,
+    locals_only: bool = False,
+    check: FixCheck | None = None,
+    steps_of: dict[int, tuple[Step, ...]] | None = None,
 ) -> Fix | None:
     """Moves the culprits right before the failing statement, inside any loop, and
     every other tensor the rest of the cell needs (``yb`` of ``for xb, yb in loader``
@@ -471,34 +487,63 @@ def _cell_fix(
         return None
     plan = _Plan()
     by_path = {e.path: e for e in scan.entries.values() if e.named}
+    dropped = {} if locals_only else _dropped(cell, analysis)
     for culprit in analysis.found:
         if not locals_only and _plan_load(plan, culprit, analysis, target):
             continue
+        if culprit.entries and id(culprit.entries[0].obj) in dropped:
+            continue  # its own line is mended below
         local = _cell_local(cell, culprit)
         if local:
             step = Step("reassign", (("name", local),), target)
             plan.add(step, f"{local} = {local}.to({spell(target)})", local)
         elif not locals_only:
             _plan_one(plan, culprit, by_path, target, set(), scan)
-    if not plan.code:
+    if not plan.code and not dropped:
         return None
     # An alias of what the plan moves (``p2`` of ``zip(..., m2.parameters())``) is
     # moved with its owner: rebinding it would leave an in-place update unseen.
     aliases = {e.alias for c in analysis.found for e in c.entries if e.alias}
+    aliases |= {m.held for m in dropped.values()}
     for name in _also_needed(cell, target, loops=True) if not analysis.argument else ():
         if name not in plan.names and name not in aliases:
             if locals_only and not _is_local(cell.view.frame, name):
                 continue
             step = Step("reassign", (("name", name),), target)
             plan.add(step, f"{name} = {name}.to({spell(target)})", name)
+    for step, code, name in check.complete(plan.steps) if check is not None else ():
+        plan.add(step, code, name)
     new_lines: list[str] = []
     for code in plan.code:
         new_lines.extend(code.splitlines())
-    rewritten = insert_lines_before(cell.lines, cell.stmt, new_lines)
+    rewritten = insert_lines_before(cell.lines, cell.stmt, new_lines) if new_lines else cell.lines
+    for move in sorted(dropped.values(), key=lambda m: -m.stmt.lineno):
+        rewritten = replace_span(rewritten, move.stmt, move.assigned)  # (lines above the insert)
     names = ", ".join(plan.names)
-    return cell_result(
-        cell, rewritten, f"Move {names} to {target} in the cell, before the line that failed"
-    )
+    if dropped:
+        assigned = " and ".join(f"`{m.assigned}`" for m in dropped.values())
+        also = f", and move {names} to {target}" if names else ""
+        fix = cell_result(cell, rewritten, f"{_ASSIGN} {assigned} in the cell{also}")
+        moved = [Step("reassign", (("name", m.held),), target) for m in dropped.values()]
+    else:
+        fix = cell_result(
+            cell, rewritten, f"Move {names} to {target} in the cell, before the line that failed"
+        )
+        moved = []
+    if steps_of is not None:
+        steps_of[id(fix)] = (*plan.steps, *moved)
+    return fix
+
+
+#: The title of a cell fix that assigns a dropped ``.to()``'s result.
+_ASSIGN = "Keep what .to() returns:"
+
+
+def _dropped(cell: Cell, analysis: Analysis) -> dict[int, Discarded]:
+    """The culprits the cell moved with a dropped ``x.to(device)`` (by id), each with
+    that statement: the fix assigns its result there."""
+    objects = {id(e.obj): e.obj for c in analysis.found for e in c.entries[:1]}
+    return dict(discarded(cell, objects)) if objects else {}
 
 
 def _frame_locals(frame: Any) -> dict[str, Any]:

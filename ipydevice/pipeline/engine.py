@@ -47,6 +47,7 @@ from ipydevice.collect.together import add_together
 from ipydevice.diagnosis.advice import advice
 from ipydevice.diagnosis.carried import attach
 from ipydevice.diagnosis.culprits import Analysis, analyse, device_variable, off_target
+from ipydevice.diagnosis.discarded import explain_discarded
 from ipydevice.diagnosis.families import op_mismatch
 from ipydevice.diagnosis.message import MAX_DEPTH as _MAX_DEPTH
 from ipydevice.diagnosis.message import base_fields as _base_fields
@@ -206,6 +207,7 @@ def analyse_named(
     if name_in_depth(scan, analysis, namespace, views, around):
         analysis = analyse(facts, scan, views, namespace)
     analysis.device_name = device_variable(namespace, analysis.target)
+    explain_discarded(analysis.found, views)  # ``x.to(device)`` on its own line
     return analysis
 
 

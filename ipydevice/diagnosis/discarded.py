@@ -1,0 +1,81 @@
+"""A tensor's ``.to()`` whose result was dropped: ``x.to(device)`` on its own line.
+
+``Module.to`` moves the module in place and returns it, so ``model.to(device)`` on its
+own line works; ``Tensor.to`` returns a new tensor and leaves ``x`` where it was, so
+the same line does nothing. A culprit that the failed cell (or function) moved that
+way, before its failing statement, is told so in its ``why``; the cell fix replaces
+that line with ``x = x.to(device)`` (:mod:`ipydevice.fixes.propose`).
+
+The line is found by identity: the chain the dropped move was called on holds the
+culprit itself (read with the safe readers, nothing called).
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+from collections.abc import Iterator, Sequence
+
+from ipydevice.code.flow import discarded_moves, statements_before
+from ipydevice.code.rewrite import segment
+from ipydevice.collect.cell import Cell, failed_cell
+from ipydevice.collect.frames import FrameView, safe_value
+from ipydevice.collect.probe import is_tensor
+
+__all__ = ["Discarded", "discarded", "explain_discarded"]
+
+_BEFORE = 64  # statements read back from the failing one
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Discarded:
+    """A dropped ``.to()``: its statement, the chain moved and the call's text."""
+
+    stmt: ast.Expr
+    held: str
+    call: str
+
+    @property
+    def assigned(self) -> str:
+        return f"{self.held} = {self.call}"
+
+
+def discarded(cell: Cell, objects: dict[int, object]) -> Iterator[tuple[int, Discarded]]:
+    """``(id, dropped move)`` for each of ``objects`` (by id) that a statement of the
+    cell before its failing one moved and dropped."""
+    seen: set[int] = set()
+    frame = cell.view.frame
+    for stmt, held in discarded_moves(statements_before(cell.tree, cell.stmt, _BEFORE)):
+        ok, value = safe_value(stmt.value.func.value, frame)  # type: ignore[attr-defined]
+        if not ok or id(value) not in objects or id(value) in seen or not is_tensor(value):
+            continue
+        seen.add(id(value))
+        try:
+            call = segment(cell.lines, stmt.value)
+        except (IndexError, ValueError):
+            continue
+        if "\n" not in call:
+            yield id(value), Discarded(stmt, held, call)
+
+
+def explain_discarded(found: list, views: Sequence[FrameView]) -> None:
+    """Tells each culprit (``Culprit``s of the analysis) moved by a dropped ``.to()``
+    so, in its ``why``."""
+    objects = {id(e.obj): e.obj for c in found for e in c.entries[:1]}
+    if not objects:
+        return
+    cell = failed_cell(list(views))
+    if cell is None:
+        return
+    lines = dict(discarded(cell, objects))
+    for culprit in found:
+        entry = culprit.entries[0] if culprit.entries else None
+        move = lines.get(id(entry.obj)) if entry is not None else None
+        if move is None:
+            continue
+        why = (
+            f"`{move.call}` drops its result: a tensor's .to() returns a new tensor and "
+            f"leaves `{move.held}` where it was (unlike Module.to, which moves the module "
+            f"in place); write `{move.assigned}`"
+        )
+        culprit.finding = dataclasses.replace(culprit.finding, why=why)

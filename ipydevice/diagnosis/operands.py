@@ -1,0 +1,72 @@
+"""What the failing operation took as the argument its message names.
+
+"got index is on cpu, different from other tensors on cuda:0 (... gather)", "weight is
+on cpu ... nll_loss_forward": the message names the argument that met the other
+device. The object passed as that argument is the first culprit, before another
+misplaced tensor near the failing line. It is found, by identity:
+
+* in the frames on the stack, as their parameter of that name (``weight`` of
+  ``cross_entropy``, however the user's code passed it: a loss module's buffer, a
+  keyword, a metric's criterion);
+* on the failing lines of the user's frames, passed by that keyword, or by position to
+  a function whose parameter it is (read from its code object);
+* for an index (``index``, ``indices``), as the index of an indexing on those lines
+  (``torch.gather(x, 1, idx)``, ``t.index_add_(0, idx, src)``, ``table[idx]``).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Sequence
+
+from ipydevice.code.flow import indexing_operands
+from ipydevice.collect import probe
+from ipydevice.collect.frames import FrameView, failing_statement, safe_value
+from ipydevice.diagnosis.demands import positional_names
+from ipydevice.family import MessageFacts
+
+__all__ = ["named_operands"]
+
+_INDEX_ARGUMENTS = ("index", "indices")
+
+
+def named_operands(facts: MessageFacts, views: Sequence[FrameView]) -> set[int]:
+    """Ids of the tensors the failing operation took as ``facts.argument``."""
+    argument = facts.argument
+    if not argument:
+        return set()
+    found: set[int] = set()
+    for view in reversed(views):
+        for name, value in view.arguments():
+            if name == argument and probe.is_tensor(value):
+                found.add(id(value))
+        if not view.is_user:
+            continue
+        stmt = failing_statement(view)
+        if stmt is None:
+            continue
+        for node in _passed(stmt[0], argument, view):
+            ok, value = safe_value(node, view.frame)
+            if ok and probe.is_tensor(value):
+                found.add(id(value))
+    return found
+
+
+def _passed(stmt: ast.stmt, argument: str, view: FrameView) -> list[ast.expr]:
+    out: list[ast.expr] = []
+    if argument in _INDEX_ARGUMENTS:
+        for held, indices, _ in indexing_operands(stmt):
+            ok, value = safe_value(held, view.frame)
+            if ok and probe.is_tensor(value):
+                out.extend(indices)
+    for node in ast.walk(stmt):
+        if not isinstance(node, ast.Call):
+            continue
+        out.extend(k.value for k in node.keywords if k.arg == argument)
+        names = positional_names(node.func, view)
+        out.extend(
+            arg
+            for position, arg in enumerate(node.args[: len(names)])
+            if names[position] == argument and not isinstance(arg, ast.Starred)
+        )
+    return out
