@@ -90,7 +90,9 @@ def _propose(
         # is in scope for the rewritten lines, as a notebook's is for a cell.
         SPELLING.set((target, device_variable(_frame_locals(cell.view.frame), target)))
     fixes: list[Fix] = []
-    family_fix = _family_cell_fix(facts, cell, target)
+    # the error family's own rewrite of the failed cell (``map_location=``...)
+    own = family.cell_fix if family is not None and cell is not None else None
+    family_fix = own(facts, cell, target) if own is not None else None
     # each move fix checked against the rest of the code (not a demand on one argument)
     check = FixCheck(views, target) if not analysis.argument else None
     steps_of: dict[int, tuple[Step, ...]] = {}
@@ -573,14 +575,6 @@ def _repeats(cell_fix: Fix, moves: Fix | None) -> bool:
         return False
     said = [line.rstrip() for line in (moves.code + "\n" + cell_fix.original).splitlines()]
     return [line.rstrip() for line in cell_fix.code.splitlines()] == [line for line in said if line]
-
-
-def _family_cell_fix(facts: MessageFacts, cell: Cell | None, target: str) -> Fix | None:
-    """The error family's own rewrite of the failed cell (``map_location=``...)."""
-    family = registry.family_of(facts.family)
-    if cell is None or family is None or family.cell_fix is None:
-        return None
-    return family.cell_fix(facts, cell, target)
 
 
 def _meta_note_fix(analysis: Analysis, target: str) -> Fix | None:

@@ -130,7 +130,6 @@ CASES: list[Case] = [
         checks=("loss",),
         fake=False,
         standin=True,
-        xfail="issue 27 mechanism 1: `labels` named and moved to the CPU (the indexed table's device); the next line then fails",
     ),
     Case(
         id="memory-bank-indexed-by-knn-indices",
@@ -156,7 +155,6 @@ CASES: list[Case] = [
         checks=("anomaly",),
         fake=False,
         standin=True,
-        xfail="issue 27 mechanism 1: `knn_idx` named, target cpu; the fixed cell fails on the next line",
     ),
     Case(
         id="index-add-into-an-accumulator-made-without-device",
@@ -197,7 +195,6 @@ CASES: list[Case] = [
         checks=("density",),
         fake=False,
         standin=True,
-        xfail="issue 27 mechanism 1: index_put_(accumulate=True)'s operands are not traced: no culprit, no fix",
     ),
     # -- 2. tensors no variable names -----------------------------------------------------
     Case(
