@@ -236,24 +236,6 @@ def test_a_rebinding_is_not_first_when_the_function_reads_its_own_default():
     assert any(f.scope == "source" for f in d.fixes[:1]), [f.title for f in d.fixes]
 
 
-def test_a_fix_is_completed_with_what_a_function_reads_through_a_holder():
-    setup = """
-    class Box:
-        pass
-    box = Box()
-    box.t = torch.rand(3)
-    alias = box.t
-    def mix(v):
-        return v * box.t
-    x = torch.randn(2, 3).to(dev)
-    """
-    cell = "y = mix(x) + alias.sum()\n"
-    nb, d = _session(setup, cell)
-    code = d.fixes[0].code
-    assert "box.t = box.t.to(" in code and "alias = alias.to(" in code
-    _runs_after_first_fix(nb, d, cell)
-
-
 # -- 8: a dropped .to() ------------------------------------------------------------------
 
 

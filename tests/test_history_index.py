@@ -7,6 +7,7 @@ import pytest
 from cells import Notebook
 
 import ipydevice
+from ipydevice.code import cells
 from ipydevice.fixes import history
 
 pytest.importorskip("torch")
@@ -18,13 +19,13 @@ SETUP = "import torch\nimport torch.nn as nn\nmodel = nn.Linear(4, 2).to('meta')
 def parses(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The cells parsed, in order."""
     seen: list[str] = []
-    index = history._index_cell
+    index = cells._index_cell
 
     def counting(filename: str) -> dict:
         seen.append(filename)
         return index(filename)
 
-    monkeypatch.setattr(history, "_index_cell", counting)
+    monkeypatch.setattr(cells, "_index_cell", counting)
     return seen
 
 
@@ -47,7 +48,7 @@ def test_each_cell_is_parsed_once_over_a_long_session(parses: list[str]) -> None
         ipydevice.diagnose(nb.fails("out = model(x)\n"), namespace=nb.ns)
     assert len(parses) - first <= 2 * 60  # the new cell and the failed one, each once
     assert len(parses) == len(set(parses))  # no cell twice
-    assert len(history._INDEX) <= history._MAX_CELLS
+    assert len(cells._INDEX) <= history._MAX_CELLS
 
 
 def test_the_latest_cell_that_assigns_the_name_decides() -> None:

@@ -51,8 +51,9 @@ def test_a_submodule_attribute_spelled_to_reach_it(nb):
     )
     d = ipydevice.diagnose(nb.fails("out = enc(torch.randn(3, 4))\n"), namespace=nb.ns)
     fix = d.fixes[0]
-    assert fix.steps[0].path == (("name", "enc"), ("attr", "ｌ"))
-    assert "getattr(enc, 'ｌ').to_empty(device='cpu')" in fix.code
+    # a Sequential's submodule is written by its position: ``enc[0]`` is ``ｌ``
+    assert fix.steps[0].path == (("name", "enc"), ("item", 0))
+    assert "enc[0].to_empty(device='cpu')" in fix.code
     assert "enc.ｌ" not in code_of(d) and "enc.l" not in code_of(d)
     nb.run(fix.code)  # the meta submodule `ｌ` is materialised, not its neighbour `l`
     assert nb.ns["enc"]._modules["ｌ"].weight.device.type == "cpu"

@@ -5,6 +5,8 @@ children, read without running user code (no ``__getattr__``, ``__iter__`` or
 
 from __future__ import annotations
 
+import contextlib
+import weakref
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -108,9 +110,10 @@ def container_items(obj: Any, limit: int) -> list[tuple[tuple[str, Any], Any]] |
     return holders.items_of(obj, limit)
 
 
-#: module class id -> (the class, how its ``[]`` reads a submodule: "number" (the
-#: name's number), "position", "key", or "" when it has no ``[]`` of torch's containers).
-_INDEXING: dict[int, tuple[type, str]] = {}
+#: module class id -> (a weak reference to the class, how its ``[]`` reads a submodule:
+#: "number" (the name's number), "position", "key", or "" when it has no ``[]`` of
+#: torch's containers). Weak: a class the user drops is not kept alive.
+_INDEXING: dict[int, tuple[weakref.ref[type], str]] = {}
 
 
 def indexing(kind: type) -> str:
@@ -122,7 +125,7 @@ def indexing(kind: type) -> str:
     ``ModuleDict`` takes the key; a class with a ``[]`` of its own,
     or none, is read through attributes (``getattr(block, '0')``)."""
     found = _INDEXING.get(id(kind))
-    if found is not None and found[0] is kind:
+    if found is not None and found[0]() is kind:
         return found[1]
     how = ""
     torch = probe.torch_module()
@@ -135,7 +138,11 @@ def indexing(kind: type) -> str:
             how = "position"
         elif getitem is nn.ModuleDict.__getitem__:
             how = "key"
-    _INDEXING[id(kind)] = (kind, how)
+    if len(_INDEXING) > 1024:
+        _INDEXING.clear()
+    # (a class that takes no weak reference is decided again next time)
+    with contextlib.suppress(TypeError):
+        _INDEXING[id(kind)] = (weakref.ref(kind), how)
     return how
 
 

@@ -50,8 +50,8 @@ def known(value: Any, moved: dict[int, str] | None = None) -> Known | None:
         return Known("tensor", facts.device)
     if probe.is_module(value):
         return Known("module", module_device(value, moved))
-    cls = type(value)
-    if cls in (int, float, bool, complex):
+    cls = type(value)  # compared by identity: a metaclass's ``__eq__`` is user code
+    if cls is int or cls is float or cls is bool or cls is complex:
         return Known("scalar")
     if cls is types.ModuleType:
         return Known("library")

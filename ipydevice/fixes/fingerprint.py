@@ -26,7 +26,6 @@ from typing import Any
 from ipydevice._debug import contain
 from ipydevice.collect import probe
 from ipydevice.collect.paths import format_path
-from ipydevice.fixes.touches import MODULE_STEPS, Touches
 from ipydevice.model import Fix, Mark, Path
 
 __all__ = ["changed", "peek", "stamp"]
@@ -47,21 +46,8 @@ def stamp(fixes: Iterable[Fix], namespace: Mapping[str, Any]) -> tuple[Fix, ...]
             marks = _marks(fix, namespace)
             if marks:
                 fix = dataclasses.replace(fix, made_for=marks)
-            said = _touched(fix, namespace)
-            if said:  # a layer another model shares: the code says it moves too
-                fix = dataclasses.replace(fix, code=f"{fix.code}\n" + "\n".join(said))
         out.append(fix)
     return tuple(out)
-
-
-def _touched(fix: Fix, namespace: Mapping[str, Any]) -> list[str]:
-    if fix.scope != "namespace" or not any(s.action in MODULE_STEPS for s in fix.steps):
-        return []
-    try:
-        return Touches(fix.steps, namespace, peek).warnings()
-    except Exception as exc:
-        contain(exc)
-        return []
 
 
 def _marks(fix: Fix, namespace: Mapping[str, Any]) -> tuple[Mark, ...]:

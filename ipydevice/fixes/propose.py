@@ -97,8 +97,6 @@ def _propose(
     check = FixCheck(views, target) if not analysis.argument else None
     steps_of: dict[int, tuple[Step, ...]] = {}
     plan = _plan_moves(analysis, scan, target, cell)
-    for step, code, name in check.complete(plan.steps) if check is not None else ():
-        plan.add(step, code, name)
     moves = _namespace_fix(plan, target) if plan.steps else None
     if moves is not None:
         fixes.append(moves)
@@ -513,8 +511,6 @@ def _cell_fix(
                 continue
             step = Step("reassign", (("name", name),), target)
             plan.add(step, f"{name} = {name}.to({spell(target)})", name)
-    for step, code, name in check.complete(plan.steps) if check is not None else ():
-        plan.add(step, code, name)
     new_lines: list[str] = []
     for code in plan.code:
         new_lines.extend(code.splitlines())
