@@ -268,3 +268,25 @@ def test_a_module_moved_on_its_own_line_is_not_told():
     cell = "enc.to('cpu')\nz = enc(sample)\n"
     _, d = _session(setup, cell)
     assert all("returns a new tensor" not in c.why for c in d.culprits)
+
+
+def test_a_dropped_to_in_a_function_an_earlier_cell_defined_is_told():
+    # another shape of mechanism 8: the useless line is in the user's function, not
+    # in the failing cell, on the meta device, under another name
+    nb = Notebook()
+    nb.run(
+        textwrap.dedent(
+            """
+            import torch, torch.nn as nn
+            enc = nn.Linear(5, 2).to('meta')
+            def embed(tokens):
+                tokens.to('meta')
+                return enc(tokens)
+            tok = torch.randn(3, 5)
+            """
+        )
+    )
+    d = ipydevice.diagnose(nb.error("e = embed(tok)\n"), namespace=nb.ns)
+    assert d.culprits[0].name == "tok"
+    assert "`tokens.to('meta')` drops its result" in d.culprits[0].why
+    assert "write `tokens = tokens.to('meta')`" in d.culprits[0].why

@@ -2,9 +2,10 @@
 
 ``Module.to`` moves the module in place and returns it, so ``model.to(device)`` on its
 own line works; ``Tensor.to`` returns a new tensor and leaves ``x`` where it was, so
-the same line does nothing. A culprit that the failed cell (or function) moved that
-way, before its failing statement, is told so in its ``why``; the cell fix replaces
-that line with ``x = x.to(device)`` (:mod:`ipydevice.fixes.propose`).
+the same line does nothing. A culprit that the failed cell (or function, or a function
+an earlier cell defined that the failing call ran) moved that way, before its failing
+statement, is told so in its ``why``; the cell fix replaces that line with
+``x = x.to(device)`` (:mod:`ipydevice.fixes.propose`).
 
 The line is found by identity: the chain the dropped move was called on holds the
 culprit itself (read with the safe readers, nothing called).
@@ -18,7 +19,7 @@ from collections.abc import Iterator, Sequence
 
 from ipydevice.code.flow import discarded_moves, statements_before
 from ipydevice.code.rewrite import segment
-from ipydevice.collect.cell import Cell, failed_cell
+from ipydevice.collect.cell import Cell, failed_cell, notebook_function
 from ipydevice.collect.frames import FrameView, safe_value
 from ipydevice.collect.probe import is_tensor
 
@@ -64,10 +65,11 @@ def explain_discarded(found: list, views: Sequence[FrameView]) -> None:
     objects = {id(e.obj): e.obj for c in found for e in c.entries[:1]}
     if not objects:
         return
-    cell = failed_cell(list(views))
-    if cell is None:
-        return
-    lines = dict(discarded(cell, objects))
+    # the failed cell, and a function an earlier cell defined that the failing call ran
+    lines: dict[int, Discarded] = {}
+    for cell in (failed_cell(list(views)), notebook_function(list(views))):
+        for key, move in discarded(cell, objects) if cell is not None else ():
+            lines.setdefault(key, move)
     for culprit in found:
         entry = culprit.entries[0] if culprit.entries else None
         move = lines.get(id(entry.obj)) if entry is not None else None
