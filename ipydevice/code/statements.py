@@ -21,6 +21,7 @@ from ipydevice._debug import contain
 
 __all__ = [
     "bound_names",
+    "chain_path",
     "chain_text",
     "code_tree",
     "file_tree",
@@ -240,3 +241,20 @@ def _walk_top(tree: ast.AST) -> list[ast.AST]:
             continue
         stack.extend(ast.iter_child_nodes(node))
     return out
+
+
+def chain_path(node: ast.AST) -> tuple[tuple[str, Any], ...] | None:
+    """A name, attribute and literal-subscript chain (``model.layers[3]``,
+    ``batch['x']``) as path steps (``('name', 'model'), ('attr', 'layers'),
+    ('item', 3)``); None for any other expression."""
+    steps: list[tuple[str, Any]] = []
+    while True:
+        if isinstance(node, ast.Name):
+            return (("name", node.id), *reversed(steps))
+        if isinstance(node, ast.Attribute):
+            steps.append(("attr", node.attr))
+        elif isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
+            steps.append(("item", node.slice.value))
+        else:
+            return None
+        node = node.value

@@ -15,11 +15,13 @@ The audits (:mod:`ipydevice.audits`) then read the roots collected here
 
 from __future__ import annotations
 
+import ast
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from typing import Any, NamedTuple
 
 from ipydevice._debug import contain
+from ipydevice.code.statements import chain_path
 from ipydevice.collect import probe
 from ipydevice.collect.entries import TENSOR_KINDS
 from ipydevice.collect.paths import format_path, resolve
@@ -217,21 +219,7 @@ def _module_map(entry: Entry) -> list[ObjectRecord]:
 
 def parse_path(text: str) -> tuple | None:
     """``model.encoder.layers[3]`` or ``batch['x']`` as path steps (literals only)."""
-    import ast
-
     try:
-        node = ast.parse(text.strip(), mode="eval").body
+        return chain_path(ast.parse(text.strip(), mode="eval").body)
     except SyntaxError:
         return None
-    steps: list[tuple[str, Any]] = []
-    while True:
-        if isinstance(node, ast.Name):
-            return (("name", node.id), *reversed(steps))
-        if isinstance(node, ast.Attribute):
-            steps.append(("attr", node.attr))
-            node = node.value
-        elif isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
-            steps.append(("item", node.slice.value))
-            node = node.value
-        else:
-            return None

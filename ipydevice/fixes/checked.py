@@ -22,6 +22,7 @@ import ast
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from ipydevice.code.statements import chain_path
 from ipydevice.collect import probe
 from ipydevice.collect.frames import FrameView, safe_value
 from ipydevice.collect.paths import Path, format_path
@@ -112,7 +113,7 @@ class FixCheck:
                 node = ast.parse(text, mode="eval").body
             except SyntaxError:
                 continue
-            path = _path(node)
+            path = chain_path(node)
             if path is None or not self._global(str(path[0][1]), view):
                 continue
             ok, value = safe_value(node, view.frame)
@@ -161,20 +162,6 @@ def _moved_module(module: Any, target: str, objects: dict[int, str]) -> None:
                 if child is not None and id(child) not in objects:
                     objects[id(child)] = target
                     queue.append(child)
-
-
-def _path(node: ast.expr) -> Path | None:
-    steps: list[tuple[str, Any]] = []
-    while True:
-        if isinstance(node, ast.Name):
-            return (("name", node.id), *reversed(steps))
-        if isinstance(node, ast.Attribute):
-            steps.append(("attr", node.attr))
-        elif isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
-            steps.append(("item", node.slice.value))
-        else:
-            return None
-        node = node.value
 
 
 def _node(path: Path) -> ast.expr | None:
