@@ -93,17 +93,11 @@ def statements_from(tree: ast.AST, stmt: ast.stmt, limit: int) -> list[ast.stmt]
     """``stmt`` and the statements that run after it, in order: the rest of its body
     and of every body around it (a loop's body once), at most ``limit``."""
     out: list[ast.stmt] = []
-    current: ast.AST = stmt
-    for parent in reversed(_enclosing(tree, stmt)):
-        for body in _bodies(parent):
-            index = next((i for i, s in enumerate(body) if s is current), None)
-            if index is not None:
-                rest = body[index:] if current is stmt else body[index + 1 :]
-                out.extend(_flatten(rest, limit - len(out)))
-                break
-        if len(out) >= limit or isinstance(parent, _SCOPES):
-            break  # (a function's statements end where it returns)
-        current = parent
+    for body, index, current in _around(tree, stmt):
+        rest = body[index:] if current is stmt else body[index + 1 :]
+        out.extend(_flatten(rest, limit - len(out)))
+        if len(out) >= limit:
+            break
     return out[:limit]
 
 
@@ -112,17 +106,26 @@ def statements_before(tree: ast.AST, stmt: ast.stmt, limit: int) -> list[ast.stm
     ones of its body and of every body around it (their compound statements whole),
     at most ``limit``."""
     out: list[ast.stmt] = []
+    for body, index, _ in _around(tree, stmt):
+        out.extend(reversed(_flatten(body[:index], limit)))
+        if len(out) >= limit:
+            break
+    return out[:limit]
+
+
+def _around(tree: ast.AST, stmt: ast.stmt) -> Iterator[tuple[list[ast.stmt], int, ast.AST]]:
+    """``(body, index, statement)``: ``stmt`` in its body, then each compound statement
+    around it in its own, innermost first, up to the function (or class) it is in."""
     current: ast.AST = stmt
     for parent in reversed(_enclosing(tree, stmt)):
         for body in _bodies(parent):
             index = next((i for i, s in enumerate(body) if s is current), None)
             if index is not None:
-                out.extend(reversed(_flatten(body[:index], limit)))
+                yield body, index, current
                 break
-        if len(out) >= limit or isinstance(parent, _SCOPES):
-            break
+        if isinstance(parent, _SCOPES):
+            return  # (a function's statements end where it returns)
         current = parent
-    return out[:limit]
 
 
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
