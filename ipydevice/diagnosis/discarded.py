@@ -68,8 +68,8 @@ def explain_discarded(found: list, views: Sequence[FrameView]) -> None:
     # the failed cell, and a function an earlier cell defined that the failing call ran
     lines: dict[int, Discarded] = {}
     for cell in (failed_cell(list(views)), notebook_function(list(views))):
-        for key, move in discarded(cell, objects) if cell is not None else ():
-            lines.setdefault(key, move)
+        for key, dropped in discarded(cell, objects) if cell is not None else ():
+            lines.setdefault(key, dropped)
     for culprit in found:
         entry = culprit.entries[0] if culprit.entries else None
         move = lines.get(id(entry.obj)) if entry is not None else None
