@@ -287,6 +287,10 @@ def test_a_dropped_to_in_a_function_an_earlier_cell_defined_is_told():
         )
     )
     d = ipydevice.diagnose(nb.error("e = embed(tok)\n"), namespace=nb.ns)
-    assert d.culprits[0].name == "tok"
+    # named as the function reads it, the function's line mended first (the global
+    # `tok` moved would only serve this one call)
+    assert d.culprits[0].name == "tokens in embed"
     assert "`tokens.to('meta')` drops its result" in d.culprits[0].why
     assert "write `tokens = tokens.to('meta')`" in d.culprits[0].why
+    assert d.fixes[0].scope == "source"
+    assert d.fixes[0].code.strip() == "tokens = tokens.to('meta')"

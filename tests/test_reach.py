@@ -82,7 +82,7 @@ def test_a_tensor_in_a_parametrization_is_named_by_a_path_that_runs():
         """,
         "y = conv(x)\n",
     )
-    assert d.culprits[0].name == "conv.parametrizations['weight'][0][1].keep"
+    assert d.culprits[0].name == "conv.parametrizations.weight[0][1].keep"
     assert "['0']" not in str(d) and "['1']" not in str(d)
 
 

@@ -264,6 +264,10 @@ class Flow:
         if isinstance(node, ast.IfExp):
             self.value(node.test)
             return None
+        if isinstance(node, (ast.Tuple, ast.List)):  # ``return (x + shift,)``: each is computed
+            for element in node.elts:
+                self.value(element)
+            return None
         return None
 
     def chain(self, node: ast.expr) -> Known | None:

@@ -28,7 +28,7 @@ from ipydevice.collect import probe
 from ipydevice.collect.paths import Path
 from ipydevice.collect.scan import Scan
 
-__all__ = ["held_names", "prefer_held_roots", "step_into"]
+__all__ = ["held_names", "prefer_held_roots", "shortest_held", "step_into"]
 
 #: Namespace names read for the identity index.
 _MAX_NAMES = 20_000
@@ -103,6 +103,58 @@ def shorter_path(path: Path, namespace: Mapping[str, Any], held: dict[int, str])
         if name is not None and not any(_private(s) for s in rest):
             best = (("name", name), *rest)
     return best
+
+
+def _through_held(path: Path, namespace: Mapping[str, Any], held: dict[int, str]) -> Path | None:
+    """``path`` from the last object along it that a namespace name holds, when that is
+    shorter (``mll.model.covar_module.center`` -> ``gp.covar_module.center``), or None."""
+    try:
+        obj = namespace[path[0][1]]
+    except BaseException:
+        return None
+    best: Path | None = None
+    for index in range(1, len(path) - 1):
+        ok, obj = step_into(obj, path[index])
+        if not ok:
+            break
+        name = held.get(id(obj))
+        if name is not None:
+            best = (("name", name), *path[index + 1 :])
+    return best
+
+
+def shortest_held(scan: Scan, namespace: Mapping[str, Any], wanted: set[int]) -> bool:
+    """Names each of ``wanted`` by its shortest path from the names the user holds.
+
+    A walk names an object once, from the first root that reaches it; a module's view
+    gives its parts' paths whole (``model.covar_module.center`` below ``mll``), so a
+    root the walk entered first can name an object through another root the user
+    holds as well (``mll.model`` is ``gp``). The path from the name holding the last
+    such object is the shorter one, and the same slot. Returns True when a name changed.
+    """
+    changed = False
+    try:
+        entries = [
+            e
+            for key, e in scan.entries.items()
+            if key in wanted and e.named and len(e.path) >= 3 and e.path[0][0] == "name"
+        ]
+        if not entries:
+            return False
+        roots = scan.namespace_roots(namespace)
+        held = (
+            {id(value): name for name, value, _ in reversed(roots)}
+            if roots is not None
+            else held_names(namespace)
+        )
+        for entry in entries:
+            found = _through_held(entry.path, namespace, held)
+            if found is not None and len(found) < len(entry.path):
+                entry.path = found
+                changed = True
+    except BaseException as caught:
+        contain(caught)
+    return changed
 
 
 def prefer_held_roots(scan: Scan, namespace: Mapping[str, Any]) -> None:

@@ -189,7 +189,7 @@ class ModuleWalks:
             cls = type(module)
             for position, (name, child) in enumerate(submodules):
                 if child is not None:
-                    children.append((child, (*rel, child_step(cls, name, position))))
+                    children.append((child, (*rel, child_step(cls, name, position, child))))
         if only_usual_attributes(module, state):
             return children  # nn.Linear & co. with nothing the user added
         for name, value in public_items(state, limit):
@@ -309,7 +309,7 @@ def path_to(outer: Any, inner: Any, limit: int) -> Path | None:
                 if not rel:  # the containers one level down (a ModuleList of layers)
                     kind = type(module)
                     below += [
-                        ((child_step(kind, name, position),), child)
+                        ((child_step(kind, name, position, child),), child)
                         for position, (name, child) in enumerate(
                             itertools.islice(dict.items(children), limit)
                         )

@@ -146,7 +146,7 @@ def indexing(kind: type) -> str:
     return how
 
 
-def child_step(kind: type, name: str, position: int) -> tuple[str, Any]:
+def child_step(kind: type, name: str, position: int, child: Any = None) -> tuple[str, Any]:
     """The step from a module of class ``kind`` to its submodule registered as
     ``name``, the ``position``-th of its ``_modules``, as the user writes it and as
     it evaluates: ``layers[3]`` (a list-like container's position), ``heads['en']``
@@ -156,9 +156,16 @@ def child_step(kind: type, name: str, position: int) -> tuple[str, Any]:
         return ("item", int(name))
     if how == "position" and not is_name(name):
         return ("item", position)
-    if how == "key":
-        return ("item", name)
-    return ("attr", name)
+    if how == "key" and not (is_name(name) and _parametrizations(child)):
+        return ("item", name)  # (torch's own ModuleDict of parametrizations reads by attribute:
+    return ("attr", name)  # lin.parametrizations.weight[0], as its documentation writes it)
+
+
+def _parametrizations(child: Any) -> bool:
+    """A ``ParametrizationList``: torch made the ``ModuleDict`` that holds it
+    (``lin.parametrizations``), and its documentation reads it by attribute."""
+    kind = type(child)
+    return kind.__name__ == "ParametrizationList" and kind.__module__.startswith("torch.")
 
 
 def module_children(module: Any, limit: int) -> Iterator[tuple[tuple[str, Any], Any]]:
@@ -166,7 +173,7 @@ def module_children(module: Any, limit: int) -> Iterator[tuple[tuple[str, Any], 
     kind = type(module)
     for position, (name, child) in enumerate(named_items(state.get("_modules"), limit)):
         if child is not None:
-            yield child_step(kind, name, position), child
+            yield child_step(kind, name, position, child), child
     for slot in ("_parameters", "_buffers"):
         for name, tensor in named_items(state.get(slot), limit):
             if tensor is not None:

@@ -353,7 +353,8 @@ def _module_culprit(entry: Entry, target: str, scan: Scan, analysis: Analysis) -
             f" ({probe.class_name(entry.obj)}.to() moves its state)"
         )
         return _whole_module(entry, off, off_devices, why, target, scan)
-    if len(off) == len(view.registered) and has_params:
+    if len(off) == len(view.registered) and (has_params or len(off) > 1):
+        # (a module of buffers only, a vector quantizer's codebook, is one thing too)
         if entry is analysis.top_module:
             why = f"all its parameters and buffers are on {', '.join(off_devices)}, the data it is given on {target}"
         else:

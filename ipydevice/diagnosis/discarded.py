@@ -59,6 +59,13 @@ def discarded(cell: Cell, objects: dict[int, object]) -> Iterator[tuple[int, Dis
             yield id(value), Discarded(stmt, held, call)
 
 
+def _local(cell: Cell, name: str) -> bool:
+    try:
+        return name in cell.view.frame.f_locals
+    except Exception:
+        return False
+
+
 def explain_discarded(found: list, views: Sequence[FrameView]) -> None:
     """Tells each culprit (``Culprit``s of the analysis) moved by a dropped ``.to()``
     so, in its ``why``."""
@@ -66,15 +73,26 @@ def explain_discarded(found: list, views: Sequence[FrameView]) -> None:
     if not objects:
         return
     # the failed cell, and a function an earlier cell defined that the failing call ran
-    lines: dict[int, Discarded] = {}
-    for cell in (failed_cell(list(views)), notebook_function(list(views))):
-        for key, dropped in discarded(cell, objects) if cell is not None else ():
-            lines.setdefault(key, dropped)
+    lines: dict[int, tuple[Discarded, str]] = {}
+    inner = notebook_function(list(views))
+    for cell in (failed_cell(list(views)), inner):
+        if cell is None:
+            continue
+        for key, dropped in discarded(cell, objects):
+            # in a function an earlier cell defined, the local its line dropped the move of
+            local = cell is inner and dropped.held.isidentifier() and _local(cell, dropped.held)
+            lines.setdefault(key, (dropped, cell.view.label if local else ""))
     for culprit in found:
         entry = culprit.entries[0] if culprit.entries else None
-        move = lines.get(id(entry.obj)) if entry is not None else None
-        if move is None:
+        told = lines.get(id(entry.obj)) if entry is not None else None
+        if told is None:
             continue
+        move, function = told
+        if function and entry is not None:
+            # the fix mends the function's line: the culprit is its local, as it reads it
+            entry.alias = entry.alias or entry.name
+            entry.path, entry.named, entry.where = (("local", move.held),), False, function
+            culprit.finding = dataclasses.replace(culprit.finding, name=entry.name, where=function)
         why = (
             f"`{move.call}` drops its result: a tensor's .to() returns a new tensor and "
             f"leaves `{move.held}` where it was (unlike Module.to, which moves the module "

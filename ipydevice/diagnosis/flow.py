@@ -165,7 +165,17 @@ class _Block:
         if self.call is None:
             if not (moved.names or moved.attrs) or self.view.is_module_level:
                 return {}
-            return dict.fromkeys(code.co_varnames[: code.co_argcount])
+            if moved.attrs:
+                return dict.fromkeys(code.co_varnames[: code.co_argcount])
+            # (a hook or forward that a library called): a parameter is unknown when
+            # it holds what a name bound again held, live otherwise (``output`` of a
+            # forward hook is not the ``mask`` the fix rebinds)
+            rebound = _held(moved)
+            return {
+                name: None
+                for name in code.co_varnames[: code.co_argcount]
+                if _holds(self.view.frame, name, rebound)
+            }
         caller = Flow(_lookup(self.outer.view, moved), same_device)
         out: dict[str, Known | None] = {}
         for name, arg in zip(self.params, self.call.args, strict=False):
@@ -174,6 +184,39 @@ class _Block:
             if keyword.arg:
                 out[keyword.arg] = caller.value(keyword.value)
         return out
+
+
+def _root(node: ast.expr) -> ast.expr:
+    """The name a chain of reads and calls starts from (``scores`` of
+    ``scores.topk(2).indices``)."""
+    while isinstance(node, (ast.Attribute, ast.Subscript, ast.Call)):
+        node = node.func if isinstance(node, ast.Call) else node.value
+    return node
+
+
+def _held(moved: Moves) -> set[int] | None:
+    """Ids of what the names ``moved`` binds again hold now (None: not known)."""
+    namespace = moved.namespace
+    if type(namespace) is not dict:
+        return None
+    return {id(namespace[n]) for n in moved.names if n in namespace}
+
+
+def _holds(frame: Any, name: str, rebound: set[int] | None) -> bool:
+    """The frame's parameter ``name`` is, or shallowly holds, one of ``rebound``."""
+    if rebound is None:
+        return True
+    try:
+        value = frame.f_locals[name]
+    except BaseException:
+        return True
+    if id(value) in rebound:
+        return True
+    if type(value) in (tuple, list):
+        return any(id(v) in rebound for v in value[:64])
+    if type(value) is dict:
+        return any(id(v) in rebound for v in list(value.values())[:64])
+    return False
 
 
 @dataclass(eq=False)
@@ -200,18 +243,22 @@ class DeviceFlow:
                 return found, block.view
         return None
 
-    def computation(self, leave: Iterable[int] = ()) -> tuple[str, str]:
+    def computation(self, leave: Iterable[int] = (), beside: Iterable[int] = ()) -> tuple[str, str]:
         """Where the tensors and modules the failing statements and the ones after
-        them read live (``leave``: ids left out), and the text of one of them:
-        ``("", "")`` unless they all live on one device."""
-        skip = set(leave)
+        them read live (``leave``: ids left out; ``beside``: ids of holders whose
+        attributes are left out too), and the text of one of them: ``("", "")``
+        unless they all live on one device."""
+        skip, holders = set(leave), set(beside)
         counts: Counter[str] = Counter()
         witness: dict[str, str] = {}
         for block in self.blocks:
             for stmt in block.stmts:
                 for node in load_chains(stmt):
                     ok, value = safe_value(node, block.view.frame)
-                    if not ok or id(value) in skip:
+                    if not ok:  # ``h[:, None]``, ``scores.topk(2).indices``: where ``h`` is
+                        node = _root(node)
+                        ok, value = safe_value(node, block.view.frame)
+                    if not ok or id(value) in skip or self._beside(node, block, holders):
                         continue
                     found = known(value)
                     if found is None or found.kind not in ("tensor", "module") or not found.device:
@@ -223,6 +270,28 @@ class DeviceFlow:
             return "", ""
         device = next(iter(counts))
         return device, witness[device]
+
+    @staticmethod
+    def _beside(node: ast.expr, block: _Block, holders: set[int]) -> bool:
+        if not holders or not isinstance(node, ast.Attribute):
+            return False
+        ok, base = safe_value(node.value, block.view.frame)
+        return ok and id(base) in holders
+
+    def holders(self, obj: object) -> set[int]:
+        """Ids of the objects whose attribute the statements read ``obj`` as
+        (``self.sqrt_alphas_cumprod``: the schedule's holder)."""
+        found: set[int] = set()
+        for block in self.blocks:
+            for stmt in block.stmts:
+                for node in load_chains(stmt):
+                    if isinstance(node, ast.Attribute):
+                        ok, value = safe_value(node, block.view.frame)
+                        if ok and value is obj:
+                            ok, base = safe_value(node.value, block.view.frame)
+                            if ok:
+                                found.add(id(base))
+        return found
 
     def reads(self, text: str) -> bool:
         """Some statement of the flow reads the chain ``text``."""
@@ -255,6 +324,12 @@ def _lookup(view: FrameView, moved: Moves) -> Any:
         return found
 
     return lookup
+
+
+def predicted(view: FrameView, node: ast.expr) -> Known | None:
+    """What the expression ``node`` of ``view``'s frame holds, as the flow predicts it
+    without running it (``labels.argmax(1)``: a tensor where ``labels`` is)."""
+    return Flow(_lookup(view, Moves()), same_device).value(node)
 
 
 def device_flow(views: Sequence[FrameView]) -> DeviceFlow:

@@ -29,7 +29,7 @@ from ipydevice.collect.frames import FrameView, failing_statement, safe_value
 from ipydevice.collect.scan import Entry, Scan
 from ipydevice.diagnosis.demands import Demanded
 from ipydevice.diagnosis.devices import same_device
-from ipydevice.diagnosis.flow import device_flow
+from ipydevice.diagnosis.flow import device_flow, predicted
 
 __all__ = ["Followed", "indexed_follows"]
 
@@ -61,12 +61,18 @@ def indexed_follows(applied: Demanded, scan: Scan, views: Sequence[FrameView]) -
                 continue
             if not same_device(probe.placement(table)[0], applied.target):
                 continue
-            values = [v for ok, v in (safe_value(n, view.frame) for n in indices) if ok]
-            values = [v for v in values if probe.is_tensor(v)]
-            if not values and applied.entries:
+            read = [(n, *safe_value(n, view.frame)) for n in indices]
+            values = [v for _, ok, v in read if ok and probe.is_tensor(v)]
+            # an index computed in the statement (``labels.argmax(1)``): where the flow says
+            made = [predicted(view, n) for n, ok, _ in read if not ok]
+            made_on = {k.device for k in made if k is not None and k.kind == "tensor"}
+            if not values and not made_on and applied.entries:
                 values = [e.obj for e in applied.entries]
-            there = {probe.placement(v)[0] for v in values} - {"cpu", probe.UNKNOWN}
-            if len(there) != 1 or not ({id(v) for v in values} & demanded_ids or not demanded_ids):
+            there = {probe.placement(v)[0] for v in values} | made_on
+            there -= {"cpu", probe.UNKNOWN, ""}
+            if len(there) != 1 or not (
+                {id(v) for v in values} & demanded_ids or not demanded_ids or made_on
+            ):
                 continue
             device = there.pop()
             reason = _follows(table, values, device, applied.target, views)
@@ -99,13 +105,16 @@ def _follows(
         return None
     if flow.clash({id(table): device}) is not None:
         return None  # moving the table would not settle it either
-    after = flow.clash({id(v): demanded for v in indices})
+    after = flow.clash({id(v): demanded for v in indices}) if indices else None
     if after is not None:
         return (
             f"where the indices and the rest of the computation are: with the indices on "
             f"{demanded}, `{after.text}` would meet {' and '.join(after.devices)}"
         )
-    where, witness = flow.computation({id(table), *(id(v) for v in indices)})
+    # the table's siblings (a schedule's other tables, on its holder) go with it
+    where, witness = flow.computation(
+        {id(table), *(id(v) for v in indices)}, beside=flow.holders(table)
+    )
     if where and same_device(where, device):
         return f"where the indices and the rest of the computation are (`{witness}` is there)"
     return None

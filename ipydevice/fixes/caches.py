@@ -34,10 +34,10 @@ def cache_fix(
     entry: Entry,
     namespace: Mapping[str, Any],
     analysis: Analysis,
-    factories: Callable[[Any, str, str], list[tuple[str, Fix]]],
+    factories: Callable[[Any, str, str], Fix | None],
 ) -> Fix | None:
     """A source fix for ``entry`` when a ``functools`` cache of the namespace keeps
-    it (``factories``: the factory calls of a code object, as source fixes)."""
+    it (``factories``: a code object's factory calls given a device, as one source fix)."""
     if not analysis.target or not probe.is_tensor(entry.obj) or type(namespace) is not dict:
         return None
     for name, value in itertools.islice(dict.items(namespace), _MAX_NAMES):
@@ -50,12 +50,13 @@ def cache_fix(
         if type(func) is not types.FunctionType or not is_user_file(func.__code__.co_filename):
             return None
         device = analysis.device_name or repr(analysis.target)
-        for _, fix in factories(func.__code__, name, device):
-            title = (
-                f"Create {name}()'s tensor on {analysis.target}: its cache keeps what it "
-                "made; run the definition again (or call "
-                f"{name}.cache_clear())"
-            )
-            return dataclasses.replace(fix, title=title)
-        return None
+        fix = factories(func.__code__, name, device)
+        if fix is None:
+            return None
+        title = (
+            f"Create {name}()'s tensors on {analysis.target}: its cache keeps what it "
+            "made; run the definition again (or call "
+            f"{name}.cache_clear())"
+        )
+        return dataclasses.replace(fix, title=title)
     return None

@@ -110,6 +110,9 @@ def _propose(
     # ... unless a fix where the tensor is made (``torch.zeros(..., device=x.device)``
     # in that function) says it better.
     later = cell_fix if cell_fix is not None and family_fix is None else None
+    if later is not None and later.title.startswith(_ASSIGN):
+        fixes.insert(0, later)  # the function's dropped ``x.to(device)`` mended: the cause
+        later = None
     if cell_fix is None:
         cell_fix = _cell_fix(analysis, scan, target, cell, check=check, steps_of=steps_of)
         if cell_fix is not None and family_fix is None and not _repeats(cell_fix, moves):
@@ -487,7 +490,9 @@ def _cell_fix(
         return None
     plan = _Plan()
     by_path = {e.path: e for e in scan.entries.values() if e.named}
-    dropped = {} if locals_only else _dropped(cell, analysis)
+    dropped = _dropped(cell, analysis)
+    if locals_only:  # a function's own local only: assigning a global makes it a local
+        dropped = {k: m for k, m in dropped.items() if _mends_locally(cell, m)}
     for culprit in analysis.found:
         if not locals_only and _plan_load(plan, culprit, analysis, target):
             continue
@@ -535,6 +540,13 @@ def _cell_fix(
 
 #: The title of a cell fix that assigns a dropped ``.to()``'s result.
 _ASSIGN = "Keep what .to() returns:"
+
+
+def _mends_locally(cell: Cell, move: Discarded) -> bool:
+    """``x = x.to(device)`` in a function keeps ``x`` what it was: one of its locals
+    (``self.x = ...`` included), not a global the assignment would make local."""
+    root = move.held.split(".")[0].split("[")[0]
+    return _is_local(cell.view.frame, root)
 
 
 def _dropped(cell: Cell, analysis: Analysis) -> dict[int, Discarded]:

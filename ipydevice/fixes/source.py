@@ -86,7 +86,7 @@ def source_fixes(
             fix = _module_list_fix(entry, scan, causes, analysis.target)
         else:
             fix = None
-        fix = fix or cache_fix(entry, scan.namespace, analysis, factories_in)
+        fix = fix or cache_fix(entry, scan.namespace, analysis, factories_together)
         if fix is not None and fix not in fixes:
             fixes.append(fix)
             if root:
@@ -502,6 +502,57 @@ def factories_in(code: Any, label: str, device: str = "") -> list[tuple[str, Fix
         if fix is not None:
             out.append((label, fix))
     return out
+
+
+def factories_together(code: Any, label: str, device: str) -> Fix | None:
+    """Every stray factory of the function ``code`` given ``device=`` in one edit
+    (``inv`` and ``angles`` of a cached table both): a fix of one call leaves the
+    others where they were, and the function's own arithmetic then mixes devices."""
+    parsed = code_tree(code)
+    if parsed is None:
+        return None
+    tree, offset = parsed
+    lines = [ln if ln.endswith("\n") else ln + "\n" for ln in linecache.getlines(code.co_filename)]
+    moved = _moved_calls(tree)
+    edits: list[tuple[ast.stmt, ast.Call, tuple[str, str]]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            edit = _stray_source(node, moved, device)
+            stmt = _statement_of(tree, node) if edit is not None else None
+            if edit is not None and stmt is not None:
+                edits.append((stmt, node, edit[0]))
+    if not edits:
+        return None
+    changed, first, last = list(lines), None, None
+    # the last call first: the lines above an edit keep their numbers
+    for stmt, call, change in sorted(
+        edits, key=lambda e: (e[1].lineno, e[1].col_offset), reverse=True
+    ):
+        node = copy_node(stmt)
+        ast.increment_lineno(node, offset)
+        try:
+            changed = _shifted(change, call, stmt)(changed, node)
+        except Exception:
+            return None
+        first = node.lineno if first is None else min(first, node.lineno)
+        last = (
+            (node.end_lineno or node.lineno)
+            if last is None
+            else max(last, node.end_lineno or node.lineno)
+        )
+    assert first is not None and last is not None
+    grown = len(changed) - len(lines)
+    changed = drop_device_comments(changed, first, last + grown)
+    return Fix(
+        title=f"Create the tensors on {device} in {label}",
+        code="".join(changed[first - 1 : last + grown]),
+        scope="source",
+        location=source_location(code.co_filename, first),
+        original="".join(lines[first - 1 : last]),
+        filename=code.co_filename,
+        lineno=first,
+        end_lineno=last,
+    )
 
 
 def _moved_calls(tree: ast.AST) -> set[int]:

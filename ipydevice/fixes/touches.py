@@ -182,7 +182,7 @@ def _within(
         for position, (key, sub) in reversed(list(enumerate(children))):
             if sub is None:
                 continue
-            at = (*path, child_step(type(module), key, position))
+            at = (*path, child_step(type(module), key, position, sub))
             if id(sub) in modules:
                 found.append(format_path(at))
                 owner = owner or next(

@@ -118,7 +118,7 @@ def _submodules(path: Path, module: Any) -> list[tuple[str, Any]]:
         children = list(dict.items(probe.module_dict(sub).get("_modules") or {}))
         for position, (key, child) in reversed(list(enumerate(children))):
             if child is not None:
-                stack.append(((*at, child_step(type(sub), key, position)), child))
+                stack.append(((*at, child_step(type(sub), key, position, child)), child))
     return out
 
 

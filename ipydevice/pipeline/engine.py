@@ -41,6 +41,7 @@ from ipydevice.collect.namespace import default_namespace, user_namespace
 from ipydevice.collect.owners import name_owners
 from ipydevice.collect.probe import class_name, metadata_reads
 from ipydevice.collect.reach import name_frame_chains, name_from_roots
+from ipydevice.collect.roots import shortest_held
 from ipydevice.collect.scan import Scan
 from ipydevice.collect.siblings import add_siblings
 from ipydevice.collect.together import add_together
@@ -340,6 +341,8 @@ def name_in_depth(
         owned |= add_together(scan, wanted, lambda e: off_target(e, target))
     # Sources over derived locals: ``a = self.table[t]`` is ``helper.table``.
     owned |= name_sources(scan, views or [], namespace, wanted)
+    # The shortest path from a name the user holds: ``mll.model.x`` is ``gp.x``.
+    owned |= shortest_held(scan, namespace, wanted)
     # Every path shown evaluates back to its object: one that does not loses its name.
     owned |= verify_paths(scan, namespace, wanted)
     return owned or any(entry.named and key not in before for key, entry in scan.entries.items())

@@ -52,7 +52,6 @@ CASES: list[Case] = [
         checks=("xt",),
         fake=False,
         standin=True,
-        xfail="issue 27 mechanism 1: the indexing wording's target (cpu) is taken from the indexed schedule; the timesteps `t` are named and moved to the CPU",
     ),
     Case(
         id="extract-gathers-a-schedule-kept-as-attribute",
@@ -218,7 +217,6 @@ CASES: list[Case] = [
         cell="q_rot = apply_rope(q)\n",
         culprit="rope_table(x.shape[-2], x.shape[-1]) in apply_rope",
         checks=("q_rot",),
-        xfail="issue 27 mechanism 2: an lru_cache helper's return value: no culprit, no fix",
     ),
     Case(
         id="causal-mask-from-a-functools-cache",
@@ -492,7 +490,6 @@ CASES: list[Case] = [
         fake=False,
         standin=True,
         needs=("gpytorch",),
-        xfail="issue 27 mechanism 4: named through the library's alias `mll.model` rather than the user's `gp` (the fix runs)",
     ),
     # -- 4. aliases -------------------------------------------------------------------------
     Case(
@@ -514,7 +511,6 @@ CASES: list[Case] = [
         cell="out = model(x)\n",
         culprit="mask",
         checks=("out",),
-        xfail="issue 27 mechanism 4: `mask` named, but the fix rebinds the global while the hook reads its closure cell: the re-run fails the same way",
     ),
     Case(
         id="default-argument-aliases-a-global-table",
@@ -536,7 +532,6 @@ CASES: list[Case] = [
         checks=("overlay",),
         fake=False,
         standin=True,
-        xfail="issue 27 mechanism 2: a default argument (the global `palette`) indexed by GPU labels: no culprit, no fix, target cpu",
     ),
     Case(
         id="helper-object-aliases-a-global-tensor",

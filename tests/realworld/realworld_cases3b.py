@@ -39,7 +39,6 @@ CASES: list[Case] = [
         cell="y = layer(x)\n",
         culprit="layer.parametrizations.weight[0].mask",
         checks=("y",),
-        xfail="issue 27 mechanism 5: the path is written `layer.parametrizations['weight']['0'].mask`, which does not evaluate (the fix runs)",
     ),
     Case(
         id="low-rank-parametrization-registered-after-the-move",
@@ -64,7 +63,6 @@ CASES: list[Case] = [
         cell="logits = model(x)\n",
         culprit="model[2].parametrizations.weight[0]",
         checks=("logits",),
-        xfail="issue 27 mechanism 5: the path is written `model[2].parametrizations['weight']['0']`, which does not evaluate (the fix runs)",
     ),
     # -- 6. culprit ranking ---------------------------------------------------------------
     Case(
@@ -208,7 +206,6 @@ CASES: list[Case] = [
         culprit="batch in predict",
         checks=("preds",),
         fix_has="batch = batch.to(device)",
-        xfail="issue 27 mechanism 8: the global `batch` is named and moved; the discarded `batch.to(device)` in `predict` is neither named nor fixed",
     ),
     # -- other shapes of the reports ----------------------------------------------------------
     Case(
@@ -410,7 +407,6 @@ CASES: list[Case] = [
         fake=False,
         standin=True,
         needs=("vector_quantize_pytorch",),
-        xfail="issue 27 mechanism 6: a codebook buffer (`vq._codebook.cluster_size`) outranks its owner `vq`, wholly on the CPU (the fix `vq.to(device)` runs)",
     ),
     Case(
         id="x-transformers-mask-left-on-cpu",

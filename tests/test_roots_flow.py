@@ -1,0 +1,207 @@
+"""Variations of the mechanisms that name a culprit from the root the user holds and
+check a fix against the code, in shapes the corpus cases do not literally match (other
+names, holders and devices; the ``openreg`` stand-in, tests/realworld/standin.py):
+
+* the shortest path from a name the user holds (an object another root also reaches);
+* a module of buffers only, wholly off the target, named as one thing;
+* an index computed in the failing statement (``labels.argmax(1)``), and a table's
+  siblings on its holder, when the computation lives on the indices' device;
+* a closure read by a function a library calls (a hook): rebinding the global does not
+  reach it, so the fix that remakes the tensor ranks first;
+* a cached function's factories all given ``device=`` in one fix;
+* a dropped ``.to()`` in a function of an earlier cell: mended there when the name is
+  the function's own, left to the namespace move when it is a global."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from cells import Notebook
+
+import ipydevice
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "realworld"))
+from standin import standin
+
+PRELUDE = "import functools, torch, torch.nn as nn\ndev = 'openreg'\n"
+
+
+@pytest.fixture(autouse=True)
+def openreg():
+    with standin():
+        yield
+
+
+def _session(setup: str, cell: str) -> tuple[Notebook, ipydevice.Diagnosis]:
+    nb = Notebook()
+    nb.run(PRELUDE + textwrap.dedent(setup))
+    d = ipydevice.diagnose(nb.fails(textwrap.dedent(cell)), namespace=nb.ns)
+    return nb, d
+
+
+def _first_fix_runs(nb: Notebook, d: ipydevice.Diagnosis, cell: str, setup: str = "") -> None:
+    """The first fix, as the panel applies it, makes the whole cell run."""
+    fix = d.fixes[0]
+    if fix.scope == "namespace":
+        assert fix.apply(nb.ns).ok
+    elif fix.scope == "source":  # the edited lines replace the old ones; the cells run again
+        edited = (PRELUDE + textwrap.dedent(setup)).replace(fix.original.strip(), fix.code.strip())
+        assert edited != PRELUDE + textwrap.dedent(setup), fix
+        nb = Notebook()
+        nb.run(edited)
+    else:
+        assert fix.scope == "cell", fix
+        cell = fix.code
+    assert nb.error(textwrap.dedent(cell)) is None, str(d)
+
+
+def test_an_object_two_roots_reach_is_named_from_the_shorter():
+    # `trainer.net` is `net`: the kernel's tensor is `net.scorer.offset`, not the
+    # path through the trainer the walk entered first
+    setup = """
+    class Scorer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(3, 1)
+            self.offset = torch.zeros(3)          # a plain attribute: .to() leaves it
+        def forward(self, x):
+            return self.lin(x - self.offset)
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.scorer = Scorer()
+        def forward(self, x):
+            return self.scorer(x)
+    class Trainer(nn.Module):
+        def __init__(self, net):
+            super().__init__()
+            self.net = net
+        def forward(self, x):
+            return self.net(x).mean()
+    net = Net().to(dev)
+    trainer = Trainer(net)
+    x = torch.randn(4, 3, device=dev)
+    """
+    cell = "loss = trainer(x)\n"
+    nb, d = _session(setup, cell)
+    assert d.culprits[0].name == "net.scorer.offset"
+    assert d.target == "openreg:0"
+
+
+def test_a_module_of_buffers_only_is_named_as_one_thing():
+    setup = """
+    class RunningStats(nn.Module):
+        def __init__(self, n):
+            super().__init__()
+            self.register_buffer('mean', torch.zeros(n))
+            self.register_buffer('var', torch.ones(n))
+        def forward(self, x):
+            return (x - self.mean) / self.var.sqrt()
+    norm = RunningStats(5)
+    feats = torch.randn(2, 5, device=dev)
+    """
+    cell = "z = norm(feats)\n"
+    nb, d = _session(setup, cell)
+    assert d.culprits[0].name == "norm"
+    assert d.culprits[0].kind == "module"
+    _first_fix_runs(nb, d, cell)
+    assert nb.ns["z"].device.type == "openreg"
+
+
+def test_an_index_computed_in_the_statement_follows_the_computation():
+    # the indices are `scores.topk(2).indices`, computed where `scores` is
+    setup = """
+    vocab = torch.randn(12, 4)
+    proj = nn.Linear(4, 12).to(dev)
+    h = torch.randn(3, 4, device=dev)
+    """
+    cell = "scores = proj(h)\npicked = vocab[scores.topk(2).indices] + h[:, None]\n"
+    nb, d = _session(setup, cell)
+    assert d.target == "openreg:0"
+    assert d.culprits[0].name == "vocab"
+    _first_fix_runs(nb, d, cell)
+    assert nb.ns["picked"].device.type == "openreg"
+
+
+def test_a_tables_siblings_on_its_holder_go_with_it():
+    # two schedules of one holder, read by a helper: neither outvotes the computation
+    setup = """
+    def lookup(values, steps):
+        return values[steps][:, None]
+    class Schedule:
+        def __init__(self, n):
+            self.alpha = torch.linspace(1.0, 0.1, n)
+            self.sigma = torch.linspace(0.0, 0.9, n)
+        def mix(self, a, b, steps):
+            return lookup(self.alpha, steps) * a + lookup(self.sigma, steps) * b
+    sched = Schedule(20)
+    a = torch.randn(2, 3, device=dev)
+    b = torch.randn(2, 3, device=dev)
+    steps = torch.tensor([1, 7], device=dev)
+    """
+    cell = "mixed = sched.mix(a, b, steps)\n"
+    nb, d = _session(setup, cell)
+    assert d.target == "openreg:0"
+    assert d.culprits[0].name == "sched.alpha"
+    _first_fix_runs(nb, d, cell)
+    assert nb.ns["mixed"].device.type == "openreg"
+
+
+def test_a_closure_a_library_calls_is_not_reached_by_a_rebinding():
+    # a forward pre-hook closes over `shift`; the module calls the hook, not the cell
+    setup = """
+    def shifted_by(shift):
+        def pre(module, args):
+            return (args[0] + shift,)
+        return pre
+    layer = nn.Linear(3, 3)
+    shift = torch.ones(3)
+    layer.register_forward_pre_hook(shifted_by(shift))
+    layer.to(dev)
+    inp = torch.randn(2, 3, device=dev)
+    """
+    cell = "y = layer(inp)\n"
+    nb, d = _session(setup, cell)
+    assert d.culprits[0].name == "shift"
+    assert d.fixes[0].scope == "source"  # remade on the device, the hook made again
+    assert "device=dev" in d.fixes[0].code
+    assert any(f.scope == "namespace" for f in d.fixes[1:])  # still offered, below
+    _first_fix_runs(nb, d, cell, setup)
+
+
+def test_a_cached_function_gets_device_on_every_factory():
+    setup = """
+    @functools.cache
+    def grid(n):
+        xs = torch.arange(n).float()
+        ys = torch.linspace(0, 1, n)
+        return torch.stack([xs, ys * xs], -1)
+    pts = torch.randn(4, 2, device=dev)
+    """
+    cell = "moved = pts + grid(4)\n"
+    nb, d = _session(setup, cell)
+    fix = d.fixes[0]
+    assert fix.scope == "source" and "cache_clear" in fix.title
+    assert fix.code.count("device=dev") == 2
+    _first_fix_runs(nb, d, cell, setup)
+
+
+def test_a_dropped_to_of_a_global_in_a_function_is_not_made_local():
+    # `table.to(dev)` in the function reads the global: assigning it there would make
+    # `table` a local of the function (UnboundLocalError), so the global moves
+    setup = """
+    table = torch.randn(6, 2)
+    def embed(ids):
+        table.to(dev)
+        return table[ids]
+    ids = torch.tensor([0, 3], device=dev)
+    w = torch.randn(2, 2, device=dev)
+    """
+    cell = "e = embed(ids) * w\n"
+    nb, d = _session(setup, cell)
+    assert d.culprits[0].name == "table"
+    assert "`table.to(dev)` drops its result" in d.culprits[0].why
+    assert not any(f.scope == "source" and "table = table" in f.code for f in d.fixes)
