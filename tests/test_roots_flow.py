@@ -89,6 +89,7 @@ def test_an_object_two_roots_reach_is_named_from_the_shorter():
     nb, d = _session(setup, cell)
     assert d.culprits[0].name == "net.scorer.offset"
     assert d.target == "openreg:0"
+    _first_fix_runs(nb, d, cell, setup)
 
 
 def test_a_module_of_buffers_only_is_named_as_one_thing():
@@ -205,3 +206,4 @@ def test_a_dropped_to_of_a_global_in_a_function_is_not_made_local():
     assert d.culprits[0].name == "table"
     assert "`table.to(dev)` drops its result" in d.culprits[0].why
     assert not any(f.scope == "source" and "table = table" in f.code for f in d.fixes)
+    _first_fix_runs(nb, d, cell)
