@@ -131,7 +131,7 @@ def test_a_chain_is_written_as_unparse_writes_it() -> None:
 
 
 def test_a_statement_copy_is_the_statement() -> None:
-    from ipydevice.fixes.source import copy_node
+    from ipydevice.fixes.factories import copy_node
 
     tree = ast.parse(CELL + CHAINS)
     for stmt in [n for n in ast.walk(tree) if isinstance(n, ast.stmt)]:

@@ -249,7 +249,9 @@ def test_a_distribution_read_through_self_is_named_from_the_users_root_and_moved
         "lp = flow(x)\n",
     )
     names = [f.name for f in d.culprits]
-    assert names == ["flow.base.base_dist.loc", "flow.base.base_dist.scale"]
+    # the Normal is one thing to its user, its loc and scale its parts (both moved)
+    assert names == ["flow.base.base_dist"]
+    assert "`loc` and `scale` are on cpu" in d.culprits[0].why
     assert " in Flow.forward" not in str(d)
     assert nb.ns["flow"].base.base_dist.scale.device.type != "cpu"
 
@@ -271,10 +273,9 @@ def test_the_other_tensors_of_a_holder_with_behaviour_move_with_the_one_read():
         """,
         "out = policy(x)\n",
     )
-    assert [f.name for f in d.culprits] == [
-        "policy.extras['prior'].logits",
-        "policy.extras['prior'].probs",
-    ]
+    # the Categorical is named as one thing, its logits and probs its parts
+    assert [f.name for f in d.culprits] == ["policy.extras['prior']"]
+    assert "`logits` and `probs` are on cpu" in d.culprits[0].why
     prior = nb.ns["policy"].extras["prior"]
     assert prior.probs.device.type != "cpu"  # sample() uses probs: it moved too
 

@@ -207,3 +207,25 @@ def test_a_dropped_to_of_a_global_in_a_function_is_not_made_local():
     assert "`table.to(dev)` drops its result" in d.culprits[0].why
     assert not any(f.scope == "source" and "table = table" in f.code for f in d.fixes)
     _first_fix_runs(nb, d, cell)
+
+
+def test_a_library_object_is_named_as_the_object_not_its_tensors():
+    # a Laplace noise model kept on a module: the user made `head.noise`, never its `loc`
+    setup = """
+    class Head(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(3, 3)
+            self.noise = torch.distributions.Laplace(torch.zeros(3), torch.ones(3))
+        def forward(self, x):
+            y = self.lin(x)
+            return y, self.noise.log_prob(y).sum()
+    head = Head().to(dev)
+    x = torch.randn(2, 3, device=dev)
+    """
+    cell = "y, lp = head(x)\n"
+    nb, d = _session(setup, cell)
+    assert d.culprits[0].name == "head.noise"
+    assert "a Laplace whose `loc` and `scale` are on cpu" in d.culprits[0].why
+    _first_fix_runs(nb, d, cell)
+    assert nb.ns["lp"].device.type == "openreg"

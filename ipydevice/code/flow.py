@@ -68,11 +68,12 @@ class Clash:
 Lookup = Callable[[ast.expr], "Known | None"]
 Same = Callable[[str, str], bool]
 
-#: torch's creation functions: without ``device=`` they make CPU tensors.
+#: torch's creation functions that take ``device=``: without it they make CPU tensors.
 FACTORIES = frozenset(
     {
-        "zeros", "ones", "empty", "full", "rand", "randn", "randint", "randperm",
-        "arange", "linspace", "logspace", "eye", "tensor", "as_tensor", "from_numpy",
+        "zeros", "ones", "empty", "full", "arange", "range", "linspace", "logspace", "eye",
+        "rand", "randn", "randint", "randperm", "tensor", "as_tensor", "scalar_tensor",
+        "tril_indices", "triu_indices", "empty_strided", "normal",
     }
 )  # fmt: skip
 _LIKE = frozenset({"zeros_like", "ones_like", "empty_like", "full_like", "rand_like", "randn_like", "randint_like"})  # fmt: skip
@@ -368,7 +369,7 @@ class Flow:
                     return self.indexing_call(node, func.value, receiver, INDEXING[name])
                 return self.meet([func.value, *self._tensor_args(node)], node)
             if receiver is not None and receiver.kind == "library":
-                if name in FACTORIES:
+                if name in FACTORIES or name == "from_numpy":  # (always the CPU)
                     return self.made(node, keywords, "cpu")
                 if name in _LIKE and node.args:
                     first = self.value(node.args[0])

@@ -23,7 +23,7 @@ from ipydevice.collect.cell import Cell, failed_cell, notebook_function
 from ipydevice.collect.frames import FrameView, safe_value
 from ipydevice.collect.probe import is_tensor
 
-__all__ = ["Discarded", "discarded", "explain_discarded"]
+__all__ = ["Discarded", "discarded", "explain_discarded", "mends_locally"]
 
 _BEFORE = 64  # statements read back from the failing one
 
@@ -59,9 +59,11 @@ def discarded(cell: Cell, objects: dict[int, object]) -> Iterator[tuple[int, Dis
             yield id(value), Discarded(stmt, held, call)
 
 
-def _local(cell: Cell, name: str) -> bool:
+def mends_locally(cell: Cell, move: Discarded) -> bool:
+    """``x = x.to(device)`` in a function keeps ``x`` what it was: one of its locals
+    (``self.x = ...`` included), not a global the assignment would make local."""
     try:
-        return name in cell.view.frame.f_locals
+        return move.held.split(".")[0].split("[")[0] in cell.view.frame.f_locals
     except Exception:
         return False
 
@@ -80,7 +82,7 @@ def explain_discarded(found: list, views: Sequence[FrameView]) -> None:
             continue
         for key, dropped in discarded(cell, objects):
             # in a function an earlier cell defined, the local its line dropped the move of
-            local = cell is inner and dropped.held.isidentifier() and _local(cell, dropped.held)
+            local = cell is inner and dropped.held.isidentifier() and mends_locally(cell, dropped)
             lines.setdefault(key, (dropped, cell.view.label if local else ""))
     for culprit in found:
         entry = culprit.entries[0] if culprit.entries else None

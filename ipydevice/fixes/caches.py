@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import types
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from ipydevice.collect import probe
@@ -22,6 +22,7 @@ from ipydevice.collect.caches import CACHED, cached_results
 from ipydevice.collect.frames import is_user_file
 from ipydevice.collect.scan import Entry
 from ipydevice.diagnosis.culprits import Analysis
+from ipydevice.fixes.factories import factories_together
 from ipydevice.model import Fix
 
 __all__ = ["cache_fix"]
@@ -34,10 +35,8 @@ def cache_fix(
     entry: Entry,
     namespace: Mapping[str, Any],
     analysis: Analysis,
-    factories: Callable[[Any, str, str], Fix | None],
 ) -> Fix | None:
-    """A source fix for ``entry`` when a ``functools`` cache of the namespace keeps
-    it (``factories``: a code object's factory calls given a device, as one source fix)."""
+    """A source fix for ``entry`` when a ``functools`` cache of the namespace keeps it."""
     if not analysis.target or not probe.is_tensor(entry.obj) or type(namespace) is not dict:
         return None
     for name, value in itertools.islice(dict.items(namespace), _MAX_NAMES):
@@ -50,7 +49,7 @@ def cache_fix(
         if type(func) is not types.FunctionType or not is_user_file(func.__code__.co_filename):
             return None
         device = analysis.device_name or repr(analysis.target)
-        fix = factories(func.__code__, name, device)
+        fix = factories_together(func.__code__, name, device)
         if fix is None:
             return None
         title = (

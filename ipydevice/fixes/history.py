@@ -23,7 +23,7 @@ from ipydevice.code.cells import (
 from ipydevice.code.rewrite import add_keyword, drop_device_comments
 from ipydevice.collect.frames import FrameView
 from ipydevice.diagnosis.culprits import Analysis
-from ipydevice.fixes.source import _chain_factory
+from ipydevice.fixes.factories import chain_factory
 from ipydevice.model import Fix
 
 __all__ = ["SPELLING", "history_fixes", "spell"]
@@ -70,7 +70,7 @@ def history_fixes(analysis: Analysis, views: list[FrameView]) -> list[Fix]:
             stmt = cell_index(filename).get(name)
             if stmt is None:
                 continue
-            factory = _chain_factory(stmt.value)
+            factory = chain_factory(stmt.value)
             if (
                 factory is not None
                 and not any(k.arg == "device" for k in factory.keywords)
@@ -93,7 +93,7 @@ def _history_edit(
     try:
         for stmt in sorted(stmts, key=lambda n: n.lineno, reverse=True):
             before = len(changed)
-            changed = add_keyword(changed, _chain_factory(stmt.value), f"device={spell(target)}")
+            changed = add_keyword(changed, chain_factory(stmt.value), f"device={spell(target)}")
             if len(changed) != before:
                 return None  # a call over several lines grew: too clever to splice
     except Exception:

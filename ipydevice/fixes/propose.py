@@ -41,7 +41,7 @@ from ipydevice.diagnosis.culprits import (
     named_by_message,
     same_device,
 )
-from ipydevice.diagnosis.discarded import Discarded, discarded
+from ipydevice.diagnosis.discarded import Discarded, discarded, mends_locally
 from ipydevice.diagnosis.families.meta_device import meta_subtrees
 from ipydevice.family import MessageFacts
 from ipydevice.fixes.checked import FixCheck
@@ -492,7 +492,7 @@ def _cell_fix(
     by_path = {e.path: e for e in scan.entries.values() if e.named}
     dropped = _dropped(cell, analysis)
     if locals_only:  # a function's own local only: assigning a global makes it a local
-        dropped = {k: m for k, m in dropped.items() if _mends_locally(cell, m)}
+        dropped = {k: m for k, m in dropped.items() if mends_locally(cell, m)}
     for culprit in analysis.found:
         if not locals_only and _plan_load(plan, culprit, analysis, target):
             continue
@@ -540,13 +540,6 @@ def _cell_fix(
 
 #: The title of a cell fix that assigns a dropped ``.to()``'s result.
 _ASSIGN = "Keep what .to() returns:"
-
-
-def _mends_locally(cell: Cell, move: Discarded) -> bool:
-    """``x = x.to(device)`` in a function keeps ``x`` what it was: one of its locals
-    (``self.x = ...`` included), not a global the assignment would make local."""
-    root = move.held.split(".")[0].split("[")[0]
-    return _is_local(cell.view.frame, root)
 
 
 def _dropped(cell: Cell, analysis: Analysis) -> dict[int, Discarded]:

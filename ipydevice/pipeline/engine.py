@@ -50,6 +50,7 @@ from ipydevice.diagnosis.carried import attach
 from ipydevice.diagnosis.culprits import Analysis, analyse, device_variable, off_target
 from ipydevice.diagnosis.discarded import explain_discarded
 from ipydevice.diagnosis.families import op_mismatch
+from ipydevice.diagnosis.grouped import group_library_objects
 from ipydevice.diagnosis.message import MAX_DEPTH as _MAX_DEPTH
 from ipydevice.diagnosis.message import base_fields as _base_fields
 from ipydevice.diagnosis.message import from_message, message_of, recognise_exception
@@ -209,6 +210,7 @@ def analyse_named(
         analysis = analyse(facts, scan, views, namespace)
     analysis.device_name = device_variable(namespace, analysis.target)
     explain_discarded(analysis.found, views)  # ``x.to(device)`` on its own line
+    analysis.found = group_library_objects(analysis.found)  # ``vae.prior``, not its ``loc``
     return analysis
 
 

@@ -351,7 +351,6 @@ CASES: list[Case] = [
         checks=("kl",),
         fake=False,
         standin=True,
-        xfail="issue 27 mechanism 3: a Normal prior kept as attribute: named in the frame's terms (`self.prior.loc in VAE.forward`), no fix",
     ),
     Case(
         id="flow-base-distribution-passed-to-the-model",
