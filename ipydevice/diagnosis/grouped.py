@@ -72,6 +72,7 @@ def _library_holder(culprit: Culprit) -> object | None:
         or not probe.is_tensor(entry.obj)
         or probe.is_module(holder)
         or probe.is_optimizer(holder)
+        or probe.is_a(holder, (tuple, list, dict))  # (a record's fields: a namedtuple's)
         or probe.class_attribute(type(holder), "to") is not None
         or not has_behaviour(type(holder))
     ):
