@@ -48,8 +48,6 @@ from ipydevice.collect.scan import Scan
 
 __all__ = ["name_frame_chains", "name_from_roots"]
 
-#: Namespace names looked at for classes and modules.
-_MAX_NAMES = 20_000
 _CONTAINERS = (dict, list, tuple)
 
 
@@ -61,7 +59,7 @@ def name_from_roots(scan: Scan, namespace: Mapping[str, Any], wanted: set[int]) 
     if not left or type(namespace) is not dict:
         return named
     try:
-        roots = _roots(namespace)
+        roots = _roots(scan, namespace)
         # the classes the user holds by name (a base class stores ``MEAN``: ``Base.MEAN``)
         held = {
             id(v): n
@@ -96,16 +94,16 @@ def name_from_roots(scan: Scan, namespace: Mapping[str, Any], wanted: set[int]) 
     return named
 
 
-def _roots(namespace: dict) -> list[tuple[Any, Any]]:
+def _roots(scan: Scan, namespace: dict) -> list[tuple[Any, Any]]:
     """The names of ``namespace`` whose value is a class, a module or a ``functools``
-    cache, picked at C speed by type: a namespace of 10,000 tensors costs a pass over
-    their types, not 10,000 steps of Python."""
-    items = list(itertools.islice(dict.items(namespace), _MAX_NAMES))
-    kinds = list(map(type, (value for _, value in items)))
+    cache, picked at C speed by type from the names the scan reads: a namespace of
+    10,000 tensors costs a pass over their types, not 10,000 steps of Python."""
+    keys, values = scan.namespace_slice(namespace)
+    kinds = list(map(type, values))
     wanted = {k for k in set(kinds) if k is CACHED or k is types.ModuleType or issubclass(k, type)}
     if not wanted:
         return []
-    return list(itertools.compress(items, map(wanted.__contains__, kinds)))
+    return list(itertools.compress(zip(keys, values, strict=True), map(wanted.__contains__, kinds)))
 
 
 def _reached(name: str, value: Any, held: dict[int, str], limit: int) -> Iterator[tuple[Path, Any]]:

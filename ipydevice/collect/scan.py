@@ -373,6 +373,12 @@ class Scan(ModuleWalks):
             out.append((name, value, kinds[id(types[index])][1]))
         return out
 
+    def namespace_slice(self, namespace: Mapping[str, Any]) -> tuple[list[Any], list[Any]]:
+        """``(keys, values)`` of the names this scan reads of ``namespace`` (the failing
+        code's first), read once per scan and namespace."""
+        keys, values, _ = self._namespace_slice(namespace)
+        return keys, values
+
     def _namespace_slice(self, namespace: Mapping[str, Any]) -> tuple[list[Any], list[Any], int]:
         """``(keys, values, first)`` (:func:`~ipydevice.collect.namespace.read_slice`),
         read once per scan and namespace."""
