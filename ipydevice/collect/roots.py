@@ -84,43 +84,33 @@ def _private(step: tuple[str, Any]) -> bool:
     return step[0] == "attr" and type(step[1]) is str and step[1].startswith("_")
 
 
+def _held_along(
+    path: Path, namespace: Mapping[str, Any], held: dict[int, str], private_ok: bool = True
+) -> Path | None:
+    """``path`` from the last object along it (before its end) that a namespace name
+    holds: the same slot, a shorter path; None when no name holds one. With
+    ``private_ok`` False, the rest of the path must not step through a private name."""
+    try:
+        obj = namespace[path[0][1]]
+    except BaseException:
+        return None
+    best: Path | None = None
+    for index in range(1, len(path) - 1):
+        ok, obj = step_into(obj, path[index])
+        if not ok:
+            break
+        name, rest = held.get(id(obj)), path[index + 1 :]
+        if name is not None and (private_ok or not any(map(_private, rest))):
+            best = (("name", name), *rest)
+    return best
+
+
 def shorter_path(path: Path, namespace: Mapping[str, Any], held: dict[int, str]) -> Path | None:
     """``path`` rewritten from the namespace name that holds the object after its
     last private step (a strict prefix: the same slot is assigned), or None."""
     if len(path) < 3 or path[0][0] != "name" or not any(_private(s) for s in path[1:]):
         return None
-    try:
-        obj = namespace[path[0][1]]
-    except BaseException:
-        return None
-    best: Path | None = None
-    for index in range(1, len(path) - 1):
-        ok, obj = step_into(obj, path[index])
-        if not ok:
-            break
-        name = held.get(id(obj))
-        rest = path[index + 1 :]
-        if name is not None and not any(_private(s) for s in rest):
-            best = (("name", name), *rest)
-    return best
-
-
-def _through_held(path: Path, namespace: Mapping[str, Any], held: dict[int, str]) -> Path | None:
-    """``path`` from the last object along it that a namespace name holds, when that is
-    shorter (``mll.model.covar_module.center`` -> ``gp.covar_module.center``), or None."""
-    try:
-        obj = namespace[path[0][1]]
-    except BaseException:
-        return None
-    best: Path | None = None
-    for index in range(1, len(path) - 1):
-        ok, obj = step_into(obj, path[index])
-        if not ok:
-            break
-        name = held.get(id(obj))
-        if name is not None:
-            best = (("name", name), *path[index + 1 :])
-    return best
+    return _held_along(path, namespace, held, private_ok=False)
 
 
 def shortest_held(scan: Scan, namespace: Mapping[str, Any], wanted: set[int]) -> bool:
@@ -148,7 +138,7 @@ def shortest_held(scan: Scan, namespace: Mapping[str, Any], wanted: set[int]) ->
             else held_names(namespace)
         )
         for entry in entries:
-            found = _through_held(entry.path, namespace, held)
+            found = _held_along(entry.path, namespace, held)
             if found is not None and len(found) < len(entry.path):
                 entry.path = found
                 changed = True
