@@ -32,8 +32,10 @@ metaclass, no property, no module ``__getattr__`` runs), bounded by
 from __future__ import annotations
 
 import ast
+import contextlib
 import itertools
 import types
+import weakref
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -98,12 +100,12 @@ def _roots(scan: Scan, namespace: dict) -> list[tuple[Any, Any]]:
     """The names of ``namespace`` whose value is a class, a module or a ``functools``
     cache, picked at C speed by type from the names the scan reads: a namespace of
     10,000 tensors costs a pass over their types, not 10,000 steps of Python."""
-    keys, values = scan.namespace_slice(namespace)
-    kinds = list(map(type, values))
+    keys, values, kinds = scan.namespace_slice(namespace)
     wanted = {k for k in set(kinds) if k is CACHED or k is types.ModuleType or issubclass(k, type)}
     if not wanted:
         return []
-    return list(itertools.compress(zip(keys, values, strict=True), map(wanted.__contains__, kinds)))
+    picked = itertools.compress(range(len(kinds)), map(wanted.__contains__, kinds))
+    return [(keys[i], values[i]) for i in picked]
 
 
 def _reached(name: str, value: Any, held: dict[int, str], limit: int) -> Iterator[tuple[Path, Any]]:
@@ -139,11 +141,33 @@ def _class_items(
     for base, namespace in zip(bases, class_dicts(cls), strict=False):
         owner = held.get(id(base))
         start: Path = (("name", owner),) if owner is not None else path
-        for key, item in itertools.islice(namespace.items(), limit):
-            if type(key) is not str or key.startswith("__") or id(type(item)) in _SKIPPED:
-                continue
+        for key in _candidates(base, namespace, limit):
+            item = namespace.get(key)
             yield (*start, ("attr", key)), item
             yield from _container_items((*start, ("attr", key)), item, limit)
+
+
+#: class id -> (a weak reference to the class, its dict's size, the keys that may hold
+#: a tensor): a class dict is read once, not on every error (``nn.Module``'s holds 150
+#: methods); a class given a new attribute is read again (its size changed).
+_CANDIDATE_KEYS: dict[int, tuple[Any, int, tuple[str, ...]]] = {}
+
+
+def _candidates(cls: Any, namespace: Any, limit: int) -> tuple[str, ...]:
+    size = len(namespace)
+    found = _CANDIDATE_KEYS.get(id(cls))
+    if found is not None and found[0]() is cls and found[1] == size:
+        return found[2]
+    keys = tuple(
+        key
+        for key, item in itertools.islice(namespace.items(), limit)
+        if type(key) is str and not key.startswith("__") and id(type(item)) not in _SKIPPED
+    )
+    if len(_CANDIDATE_KEYS) > 4096:
+        _CANDIDATE_KEYS.clear()
+    with contextlib.suppress(TypeError):  # (a class without weak references: read each time)
+        _CANDIDATE_KEYS[id(cls)] = (weakref.ref(cls), size, keys)
+    return keys
 
 
 #: what a class dict holds that cannot be (or hold) a tensor

@@ -88,6 +88,7 @@ class Scan(ModuleWalks):
         self._facts = FactsCache(self.budget, self.notes)
         self._roots: tuple[Mapping[str, Any], list[tuple[str, Any, int]]] | None = None
         self._slice: tuple[Mapping[str, Any], list[Any], list[Any], int] | None = None
+        self._types: tuple[list[Any], list[type]] | None = None  # the slice's value types
         #: the names the failing code reads (a cell's globals, its functions'):
         #: looked up in the namespace before any other name
         self.read_names: dict[str, None] = {}
@@ -355,7 +356,7 @@ class Scan(ModuleWalks):
         name), each type classified once, and only the names picked cost Python.
         """
         keys, values, first = self._namespace_slice(namespace)
-        types = list(map(type, values))
+        types = self._slice_types(values)
         try:
             picked = self._picked(values, types, wanted)
         except BaseException as caught:  # a metaclass whose __hash__ raises: one name at a time
@@ -373,11 +374,19 @@ class Scan(ModuleWalks):
             out.append((name, value, kinds[id(types[index])][1]))
         return out
 
-    def namespace_slice(self, namespace: Mapping[str, Any]) -> tuple[list[Any], list[Any]]:
-        """``(keys, values)`` of the names this scan reads of ``namespace`` (the failing
-        code's first), read once per scan and namespace."""
+    def namespace_slice(
+        self, namespace: Mapping[str, Any]
+    ) -> tuple[list[Any], list[Any], list[type]]:
+        """``(keys, values, types)`` of the names this scan reads of ``namespace`` (the
+        failing code's first), read once per scan and namespace."""
         keys, values, _ = self._namespace_slice(namespace)
-        return keys, values
+        return keys, values, self._slice_types(values)
+
+    def _slice_types(self, values: list[Any]) -> list[type]:
+        cached = self._types
+        if cached is None or cached[0] is not values:
+            cached = self._types = (values, list(map(type, values)))
+        return cached[1]
 
     def _namespace_slice(self, namespace: Mapping[str, Any]) -> tuple[list[Any], list[Any], int]:
         """``(keys, values, first)`` (:func:`~ipydevice.collect.namespace.read_slice`),
