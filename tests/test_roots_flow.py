@@ -229,3 +229,25 @@ def test_a_library_object_is_named_as_the_object_not_its_tensors():
     assert "a Laplace whose `loc` and `scale` are on cpu" in d.culprits[0].why
     _first_fix_runs(nb, d, cell)
     assert nb.ns["lp"].device.type == "openreg"
+
+
+def test_a_library_objects_private_tensors_move_with_it():
+    # a MultivariateNormal made from scale_tril keeps a private factor it computes with
+    setup = """
+    from torch.distributions import MultivariateNormal
+    class Density(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = nn.Linear(2, 2)
+            self.base = MultivariateNormal(torch.zeros(2), scale_tril=torch.eye(2))
+        def forward(self, x):
+            return self.base.log_prob(self.proj(x))
+    density = Density().to(dev)
+    pts = torch.randn(5, 2, device=dev)
+    """
+    cell = "lp = density(pts)\n"
+    nb, d = _session(setup, cell)
+    assert d.culprits[0].name == "density.base"
+    assert "_unbroadcasted_scale_tril" in d.fixes[0].code
+    _first_fix_runs(nb, d, cell)
+    assert nb.ns["lp"].device.type == "openreg"

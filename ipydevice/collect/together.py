@@ -19,10 +19,12 @@ import types
 from collections.abc import Callable
 
 from ipydevice.collect import probe
+from ipydevice.collect.frames import is_user_file
 from ipydevice.collect.holders.base import class_dicts, instance_dict, public_attributes
+from ipydevice.collect.reading import dict_items
 from ipydevice.collect.scan import Entry, Scan
 
-__all__ = ["add_together", "has_behaviour"]
+__all__ = ["add_together", "has_behaviour", "users_class"]
 
 #: class id -> (the class, whether it defines methods of its own)
 _BEHAVIOUR: dict[int, tuple[type, bool]] = {}
@@ -76,7 +78,10 @@ def add_together(scan: Scan, only: set[int], off_target: Callable[[Entry], bool]
         state = instance_dict(holder)
         if state is None:
             continue
-        for step, child in public_attributes(state, scan.settings.max_items):
+        # a library's object computes with its private tensors too (a
+        # MultivariateNormal's cached ``_unbroadcasted_scale_tril``): all move with it
+        read = public_attributes if users_class(kind) else _tensor_attributes
+        for step, child in read(state, scan.settings.max_items):
             if not probe.is_tensor(child) or id(child) in scan.entries:
                 continue
             sibling = scan.add(child, (*entry.path[:-1], step), "namespace", named=True, user=True)
@@ -90,3 +95,28 @@ def add_together(scan: Scan, only: set[int], off_target: Callable[[Entry], bool]
             sibling.on_line, sibling.frame = entry.on_line, entry.frame
             found = True
     return found
+
+
+def users_class(kind: type) -> bool:
+    """A method of ``kind`` itself (read from its class dict) is the user's code: a
+    cell's, a script's, a module of their own (a class with no method of its own
+    counts as theirs)."""
+    state = next(iter(class_dicts(kind)), None)  # (read without a metaclass hook)
+    if state is None:
+        return True
+    for value in list(state.values())[:200]:
+        if type(value) is types.FunctionType:
+            return is_user_file(value.__code__.co_filename)
+    return True
+
+
+def _tensor_attributes(state: dict, limit: int) -> list[tuple[tuple[str, str], object]]:
+    """The instance dict's tensors, private names too (not dunders)."""
+    return [
+        (("attr", key), value)
+        for key, value in dict_items(state, limit)
+        if type(key) is str
+        and key.isidentifier()
+        and not key.startswith("__")
+        and probe.is_tensor(value)
+    ]

@@ -13,13 +13,10 @@ where it is kept. A class of the user's own code keeps its attributes' names
 from __future__ import annotations
 
 import dataclasses
-import types
 
 from ipydevice.collect import probe
-from ipydevice.collect.frames import is_user_file
-from ipydevice.collect.holders.base import class_dicts
 from ipydevice.collect.paths import format_path
-from ipydevice.collect.together import has_behaviour
+from ipydevice.collect.together import has_behaviour, users_class
 from ipydevice.diagnosis.culprits import Culprit
 
 __all__ = ["group_library_objects"]
@@ -77,19 +74,6 @@ def _library_holder(culprit: Culprit) -> object | None:
         or not has_behaviour(type(holder))
     ):
         return None
-    if _users_class(type(holder)):
+    if users_class(type(holder)):
         return None  # (its attributes are the user's: they wrote them)
     return holder
-
-
-def _users_class(kind: type) -> bool:
-    """A method of ``kind`` itself (read from its class dict) is the user's code: a
-    cell's, a script's, a module of their own."""
-    state = next(iter(class_dicts(kind)), None)  # (read without a metaclass hook)
-    if state is None:
-        return True
-    for value in list(state.values())[:200]:
-        code = getattr(value, "__code__", None) if type(value) is types.FunctionType else None
-        if code is not None:
-            return is_user_file(code.co_filename)
-    return True  # (no method of its own to tell: left as it is)
