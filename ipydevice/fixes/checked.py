@@ -19,6 +19,7 @@ No user code runs; the flow is bounded (:mod:`ipydevice.diagnosis.flow`).
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -44,7 +45,12 @@ class FixCheck:
         self.target = target
         top = next((v for v in views if v.is_user and v.is_module_level), None)
         self.frame = top.frame if top is not None else None
-        self.flow: DeviceFlow | None = device_flow(views) if self.frame is not None else None
+        self._views = views
+
+    @functools.cached_property
+    def flow(self) -> DeviceFlow | None:
+        """The flow, read when a fix is first checked (one fix has nothing to rank)."""
+        return device_flow(self._views) if self.frame is not None else None
 
     # -- what a fix does -------------------------------------------------------------
     def moves(self, steps: Iterable[Step]) -> Moves:
@@ -99,6 +105,8 @@ class FixCheck:
     def rank(self, fixes: list[Fix], steps_of: dict[int, tuple[Step, ...]]) -> list[Fix]:
         """``fixes`` with those predicted to fail after the others (when any other
         is not predicted to fail)."""
+        if len(fixes) < 2:
+            return fixes
         failing = [f for f in fixes if self.fails(f.steps or steps_of.get(id(f), ()))]
         if not failing or len(failing) == len(fixes):
             return fixes
