@@ -251,3 +251,48 @@ def test_a_library_objects_private_tensors_move_with_it():
     assert "_unbroadcasted_scale_tril" in d.fixes[0].code
     _first_fix_runs(nb, d, cell)
     assert nb.ns["lp"].device.type == "openreg"
+
+
+_SPLIT = """
+class TwoPart(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.enc = nn.Linear(4, 4)      # kept on the CPU on purpose
+        self.dec = nn.Linear(4, 2)
+    def forward(self, x):
+        h = self.enc(x)
+        return self.dec(h.to(self.dec.bias.device))
+net = TwoPart()
+net.dec.to(dev)
+"""
+
+
+def test_a_part_kept_elsewhere_on_purpose_gets_its_inputs():
+    # the model carries its activations between its parts' devices itself: the input
+    # given to the CPU part follows it, the parts stay where they were put
+    nb, d = _session(_SPLIT + "x = torch.randn(3, 4, device=dev)\n", "y = net(x)\n")
+    assert d.target == "cpu"
+    assert d.culprits[0].name == "x"
+    assert not any("net" in c.name for c in d.culprits)
+    _first_fix_runs(nb, d, "y = net(x)\n")
+    assert nb.ns["y"].device.type == "openreg"
+
+
+def test_moving_to_an_inputs_device_is_no_split():
+    # `.to(x.device)` reads the input, not a part: a layer left behind is still moved
+    setup = """
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.body = nn.Linear(4, 4)
+            self.scale = torch.ones(4)
+        def forward(self, x):
+            return self.head(self.body(x) * self.scale.to(x.device))
+    net = Net().to(dev)
+    net.head = nn.Linear(4, 2)          # added after the move
+    x = torch.randn(3, 4, device=dev)
+    """
+    nb, d = _session(setup, "y = net(x)\n")
+    assert d.target == "openreg:0"
+    assert d.culprits[0].name == "net.head"
+    _first_fix_runs(nb, d, "y = net(x)\n")

@@ -28,6 +28,7 @@ from ipydevice.diagnosis.demands import demanded
 from ipydevice.diagnosis.indexed import indexed_follows
 from ipydevice.diagnosis.materials import state_dict_for
 from ipydevice.diagnosis.operands import named_operands
+from ipydevice.diagnosis.split import split_part
 from ipydevice.diagnosis.targets import choose_target, concrete, named_by_message, same_device
 from ipydevice.family import MessageFacts
 from ipydevice.model import OPTIMIZER_STATE, Finding
@@ -77,6 +78,8 @@ class Analysis:
     argument: str = ""
     top_module: Entry | None = None
     failing_module: Entry | None = None
+    #: the failing part's device, when the model is split across devices on purpose
+    split: str = ""
     notes: tuple[str, ...] = ()
 
     @property
@@ -98,6 +101,7 @@ def analyse(
     where a meta model's state dict may be at hand)."""
     analysis = Analysis(message_devices=facts.devices)
     analysis.failing_module = _failing_module(scan, views)
+    analysis.split = split_part(scan, analysis.failing_module, views)
     analysis.top_module = _top_module(scan)
     applied = demanded(facts, scan, views)
     followed = indexed_follows(applied, scan, views) if applied is not None else None
@@ -231,7 +235,7 @@ def _find(scan: Scan, analysis: Analysis) -> list[Culprit]:
     state_ids = _optimizer_state_ids(scan)
     grouped: set[int] = set()
     modules = []
-    for entry in _module_entries(scan):
+    for entry in _module_entries(scan) if not analysis.split else ():  # (parts placed on purpose)
         culprit = _module_culprit(entry, target, scan, analysis)
         if culprit is not None and not _elsewhere(culprit.finding.device, analysis):
             modules.append(culprit)
@@ -254,6 +258,7 @@ def _find(scan: Scan, analysis: Analysis) -> list[Culprit]:
             entry.kind not in _TENSOR_KINDS
             or id(entry.obj) in grouped
             or id(entry.obj) in state_ids
+            or (analysis.split and entry.parent_kind == "module")
         ):
             continue
         why = _tensor_problem(entry, target)

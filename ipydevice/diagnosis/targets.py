@@ -31,6 +31,10 @@ _TENSOR_KINDS = ("tensor", "parameter", "buffer", "attribute")
 class _Analysed(Protocol):
     @property
     def top_module(self) -> Entry | None: ...
+    @property
+    def failing_module(self) -> Entry | None: ...
+    @property
+    def split(self) -> str: ...
 
 
 def choose_target(
@@ -84,6 +88,13 @@ def _evidence(
     optimizer_target = _optimizer_target(scan)
     if optimizer_target:
         yield optimizer_target, "where the optimizer's parameters are"
+    if analysis.split:
+        part = analysis.failing_module
+        name = f"`{part.name}`" if part is not None else "the part that failed"
+        yield (
+            analysis.split,
+            f"where {name} is: the model moves between its parts' devices itself (split on purpose)",
+        )
     top = analysis.top_module
     if top is not None and top.module is not None:
         name = f"`{_root_name(top)}`"

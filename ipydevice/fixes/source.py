@@ -44,12 +44,12 @@ def source_fixes(
     analysis: Analysis, scan: Scan, views: list[FrameView]
 ) -> tuple[list[Fix], list[Fix]]:
     """Source fixes for the culprits and their causes, best first, and those of
-    them that are root fixes (``register_buffer``, ``nn.ModuleList``): they rank
-    above the moves."""
+    them that are root fixes (``register_buffer``, ``nn.ModuleList``) of the first
+    culprit: they rank above the moves."""
     fixes: list[Fix] = []
     roots: list[Fix] = []
     causes: list[Culprit] = []
-    for culprit in analysis.found:
+    for index, culprit in enumerate(analysis.found):
         entry = culprit.entries[0] if culprit.entries else None
         if culprit.finding.kind == "module" and culprit.owner is not None:
             entry = culprit.owner
@@ -67,7 +67,7 @@ def source_fixes(
         fix = fix or cache_fix(entry, scan.namespace, analysis)
         if fix is not None and fix not in fixes:
             fixes.append(fix)
-            if root:
+            if root and index == 0:  # (another culprit's root fix leaves the first one)
                 roots.append(fix)
     analysis.causes_found.extend(causes)
     return fixes, roots
