@@ -171,7 +171,6 @@ CASES: list[Case] = [
         target="cpu",
         fake=False,
         standin=True,
-        xfail="issue 27 mechanism 7: the embedding kept on the CPU on purpose (`lm.embed`) is named and moved to openreg:0; the inputs should follow it to the CPU",
     ),
     # -- 8. a discarded .to() ---------------------------------------------------------------
     Case(
