@@ -101,8 +101,8 @@ def analyse(
     where a meta model's state dict may be at hand)."""
     analysis = Analysis(message_devices=facts.devices)
     analysis.failing_module = _failing_module(scan, views)
-    analysis.split = split_part(scan, analysis.failing_module, views)
     analysis.top_module = _top_module(scan)
+    analysis.split = split_part(scan, analysis.failing_module, analysis.top_module, views)
     applied = demanded(facts, scan, views)
     followed = indexed_follows(applied, scan, views) if applied is not None else None
     if followed is not None:  # the indexed tensor goes where the computation is

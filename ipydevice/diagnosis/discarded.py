@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import linecache
+import re
 from collections.abc import Iterator, Sequence
 
 from ipydevice.code.flow import discarded_moves, statements_before
@@ -59,6 +61,18 @@ def discarded(cell: Cell, objects: dict[int, object]) -> Iterator[tuple[int, Dis
             yield id(value), Discarded(stmt, held, call)
 
 
+#: a line that is only a move: ``x.to(device)``, ``batch['x'].cuda()`` (read before parsing)
+_MOVE_LINE = re.compile(r"^[ \t]*[\w.\[\]'\"]+\.(?:to|cuda|cpu)\(.*\)[ \t]*(?:#.*)?$", re.M)
+
+
+def _may_drop(view: FrameView) -> bool:
+    """The frame's source has a line that is only a move (the cells are parsed only then)."""
+    code = view.frame.f_code
+    return bool(
+        _MOVE_LINE.search("".join(linecache.getlines(code.co_filename, view.frame.f_globals)))
+    )
+
+
 def mends_locally(cell: Cell, move: Discarded) -> bool:
     """``x = x.to(device)`` in a function keeps ``x`` what it was: one of its locals
     (``self.x = ...`` included), not a global the assignment would make local."""
@@ -72,7 +86,7 @@ def explain_discarded(found: list, views: Sequence[FrameView]) -> None:
     """Tells each culprit (``Culprit``s of the analysis) moved by a dropped ``.to()``
     so, in its ``why``."""
     objects = {id(e.obj): e.obj for c in found for e in c.entries[:1]}
-    if not objects:
+    if not objects or not any(_may_drop(v) for v in views if v.is_user):
         return
     # the failed cell, and a function an earlier cell defined that the failing call ran
     lines: dict[int, tuple[Discarded, str]] = {}

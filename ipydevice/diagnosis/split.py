@@ -14,6 +14,8 @@ model's parts are not culprits.
 from __future__ import annotations
 
 import ast
+import functools
+import types
 from collections.abc import Sequence
 
 from ipydevice.code.statements import code_tree
@@ -25,40 +27,51 @@ from ipydevice.diagnosis.devices import same_device
 __all__ = ["split_part"]
 
 
-def split_part(scan: Scan, failing: Entry | None, views: Sequence[FrameView]) -> str:
-    """The failing part's device when the model is split on purpose (see module
-    docstring), else ''."""
-    if failing is None or failing.module is None:
+def split_part(
+    scan: Scan, failing: Entry | None, top: Entry | None, views: Sequence[FrameView]
+) -> str:
+    """The failing part's device when the model ``top`` is split on purpose (see
+    module docstring), else ''."""
+    if failing is None or failing.module is None or top is None or top.module is None:
+        return ""
+    view = next(
+        (
+            v
+            for v in reversed(views)
+            if v.is_user and not v.is_module_level and probe.is_module(v.self_object)
+        ),
+        None,
+    )  # (the innermost method of the user's model decides)
+    moves = _moves_to_devices(view.frame.f_code) if view is not None else ()
+    if view is None or not moves:
         return ""
     device = failing.module.majority()
-    if not device or device in ("mixed", "?"):
-        return ""
-    for view in reversed(views):
-        if not view.is_user or view.is_module_level or view.self_object is None:
-            continue
-        if not probe.is_module(view.self_object):
-            continue
-        parsed = code_tree(view.frame.f_code)
-        if parsed is None:
-            return ""
-        for node in ast.walk(parsed[0]):
-            moved_to = _moved_to(node)
-            if moved_to is None:
-                continue
-            ok, there = safe_value(moved_to, view.frame)
-            owner = scan.entries.get(id(view.self_object))
-            if (
-                ok
-                and probe.is_tensor(there)
-                and owner is not None
-                and _inside(there, owner)  # a part of the model, not an input (x.device)
-                and not _inside(there, failing)
-            ):
-                other = probe.placement(there)[0]
-                if other not in ("", probe.UNKNOWN) and not same_device(other, device):
-                    return device
-        return ""  # (the innermost user method decides)
+    if not device or device in ("mixed", "?") or same_device(top.module.majority(), device):
+        return ""  # (the part is where most of the model is: no split to keep)
+    owner = scan.entries.get(id(view.self_object))
+    for moved_to in moves:
+        ok, there = safe_value(moved_to, view.frame)
+        if (
+            ok
+            and probe.is_tensor(there)
+            and owner is not None
+            and _inside(there, owner)  # a part of the model, not an input (x.device)
+            and not _inside(there, failing)
+        ):
+            other = probe.placement(there)[0]
+            if other not in ("", probe.UNKNOWN) and not same_device(other, device):
+                return device
     return ""
+
+
+@functools.lru_cache(maxsize=64)
+def _moves_to_devices(code: types.CodeType) -> tuple[ast.expr, ...]:
+    """``X`` of each ``t.to(X.device)`` in the function ``code`` (read once per code)."""
+    parsed = code_tree(code)
+    if parsed is None:
+        return ()
+    found = (_moved_to(node) for node in ast.walk(parsed[0]))
+    return tuple(node for node in found if node is not None)
 
 
 def _moved_to(node: ast.AST) -> ast.expr | None:
