@@ -296,3 +296,25 @@ def test_moving_to_an_inputs_device_is_no_split():
     assert d.target == "openreg:0"
     assert d.culprits[0].name == "net.head"
     _first_fix_runs(nb, d, "y = net(x)\n")
+
+
+def test_an_object_with_its_own_to_is_named_for_what_it_holds_inside():
+    # a tracker of the user's with a .to() of its own keeps running sums in a dict:
+    # the user moves `stats`, not `stats.sums['loss']`
+    setup = """
+    class RunningStats:
+        def __init__(self):
+            self.sums = {'loss': torch.zeros(()), 'acc': torch.zeros(3)}
+        def to(self, device):
+            self.sums = {k: v.to(device) for k, v in self.sums.items()}
+            return self
+        def add(self, acc):
+            self.sums['acc'] += acc
+    stats = RunningStats()
+    acc = torch.ones(3, device=dev)
+    """
+    cell = "stats.add(acc)\n"
+    nb, d = _session(setup, cell)
+    assert d.culprits[0].name == "stats"
+    assert "its own .to() moves it" in d.culprits[0].why
+    _first_fix_runs(nb, d, cell)

@@ -13,22 +13,29 @@ where it is kept. A class of the user's own code keeps its attributes' names
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
+from typing import Any
 
 from ipydevice.collect import probe
-from ipydevice.collect.paths import format_path
+from ipydevice.collect.paths import Path, format_path
+from ipydevice.collect.roots import step_into
 from ipydevice.collect.together import has_behaviour, users_class
 from ipydevice.diagnosis.culprits import Culprit
 
 __all__ = ["group_library_objects"]
 
 
-def group_library_objects(found: list[Culprit]) -> list[Culprit]:
-    """``found`` with the culprits that are tensor attributes of one library object
-    merged into a culprit named as that object, where the first of them was."""
-    groups: dict[int, Culprit] = {}
+def group_library_objects(
+    found: list[Culprit], namespace: Mapping[str, Any] | None = None
+) -> list[Culprit]:
+    """``found`` with the culprits that are tensors of one library object merged into
+    a culprit named as that object, where the first of them was."""
+    groups: dict[int, tuple[Culprit, int, object]] = {}
     out: list[Culprit] = []
     for culprit in found:
-        holder = _library_holder(culprit)
+        holder, size = _library_holder(culprit)
+        if holder is None and namespace is not None:
+            holder, size = _moves_itself(culprit, namespace)
         if holder is None:
             out.append(culprit)
             continue
@@ -36,29 +43,70 @@ def group_library_objects(found: list[Culprit]) -> list[Culprit]:
         if group is None:
             entry = culprit.entries[0]
             finding = dataclasses.replace(
-                culprit.finding, name=format_path(entry.path[:-1]), kind=probe.class_name(holder)
+                culprit.finding, name=format_path(entry.path[:size]), kind=probe.class_name(holder)
             )
-            group = groups[id(holder)] = Culprit(finding, [])
-            out.append(group)
-        group.entries.extend(culprit.entries)
-    for group in groups.values():
-        parts = [f"`{e.path[-1][1]}`" for e in group.entries]
+            group = groups[id(holder)] = (Culprit(finding, []), size, holder)
+            out.append(group[0])
+        group[0].entries.extend(culprit.entries)
+    for merged, size, holder in groups.values():
+        parts = [f"`{_rest(e.path[size:])}`" for e in merged.entries]
         listed = parts[0] if len(parts) == 1 else f"{', '.join(parts[:-1])} and {parts[-1]}"
-        finding = group.finding
-        group.finding = dataclasses.replace(
+        finding = merged.finding
+        own = callable(probe.class_attribute(type(holder), "to"))
+        does = (
+            f"its own .to() moves {'it' if len(parts) == 1 else 'them'}"
+            if own
+            else ("it computes with what it keeps")
+        )
+        merged.finding = dataclasses.replace(
             finding,
             why=(
-                f"a {finding.kind} whose {listed} "
-                f"{'is' if len(parts) == 1 else 'are'} on {finding.device}: it computes with "
-                f"what it keeps, and the computation runs on {finding.target}"
+                f"{'an' if finding.kind[:1].lower() in 'aeiou' else 'a'} {finding.kind} whose {listed} {'is' if len(parts) == 1 else 'are'} on "
+                f"{finding.device}: {does}, and the computation runs on {finding.target}"
             ),
         )
     return out
 
 
-def _library_holder(culprit: Culprit) -> object | None:
+def _rest(steps: Path) -> str:
+    """The steps below a holder as written after it: ``shadow_params[0]``, ``loc``."""
+    text = format_path((("local", "_"), *steps))[1:]
+    return text[1:] if text.startswith(".") else text
+
+
+def _moves_itself(culprit: Culprit, namespace: Mapping[str, Any]) -> tuple[object | None, int]:
+    """The outermost object along a tensor culprit's path, two steps or more above it,
+    that has a ``.to()`` of its own (``ema`` of ``ema.shadow_params[0]``: an EMA
+    helper's list of shadow tensors is its own business), and the path's length to it."""
     if len(culprit.entries) != 1 or culprit.owner is not None:
-        return None
+        return None, 0
+    entry = culprit.entries[0]
+    path = entry.path
+    if not entry.named or len(path) < 3 or path[0][0] != "name" or not probe.is_tensor(entry.obj):
+        return None, 0
+    try:
+        obj = namespace[path[0][1]]
+    except BaseException:
+        return None, 0
+    for size in range(1, len(path) - 1):
+        if size > 1:
+            ok, obj = step_into(obj, path[size - 1])
+            if not ok:
+                return None, 0
+        if (
+            not probe.is_tensor(obj)
+            and not probe.is_module(obj)
+            and not probe.is_optimizer(obj)
+            and not probe.is_a(obj, (dict, list, tuple, type))
+            and callable(probe.class_attribute(type(obj), "to"))
+        ):
+            return obj, size
+    return None, 0
+
+
+def _library_holder(culprit: Culprit) -> tuple[object | None, int]:
+    if len(culprit.entries) != 1 or culprit.owner is not None:
+        return None, 0
     entry = culprit.entries[0]
     holder = entry.container
     if (
@@ -73,7 +121,7 @@ def _library_holder(culprit: Culprit) -> object | None:
         or probe.class_attribute(type(holder), "to") is not None
         or not has_behaviour(type(holder))
     ):
-        return None
+        return None, 0
     if users_class(type(holder)):
-        return None  # (its attributes are the user's: they wrote them)
-    return holder
+        return None, 0  # (its attributes are the user's: they wrote them)
+    return holder, len(entry.path) - 1

@@ -210,7 +210,7 @@ def analyse_named(
         analysis = analyse(facts, scan, views, namespace)
     analysis.device_name = device_variable(namespace, analysis.target)
     explain_discarded(analysis.found, views)  # ``x.to(device)`` on its own line
-    analysis.found = group_library_objects(analysis.found)  # ``vae.prior``, not its ``loc``
+    analysis.found = group_library_objects(analysis.found, namespace)  # ``vae.prior``, ``ema``
     return analysis
 
 

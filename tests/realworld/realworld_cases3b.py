@@ -387,7 +387,6 @@ CASES: list[Case] = [
         fake=False,
         standin=True,
         needs=("torch_ema",),
-        xfail="issue 27 mechanism 3: the EMA's first shadow tensor is named (`ema.shadow_params[0]`), not `ema`, whose `.to()` moves them all (the fix runs)",
     ),
     Case(
         id="vector-quantizer-left-on-cpu",
