@@ -11,6 +11,8 @@ from realworld_cases import CASES
 from realworld_cases2 import CASES as CASES2
 from realworld_cases3 import CASES as CASES3A
 from realworld_cases3b import CASES as CASES3B
+from realworld_cases4 import CASES as CASES4A
+from realworld_cases4b import CASES as CASES4B
 
 pytest.importorskip("transformers")
 pytest.importorskip("peft")
@@ -18,8 +20,11 @@ pytest.importorskip("accelerate")
 
 pytestmark = pytest.mark.realworld
 
-#: The third corpus (issue 27's blind batches).
+#: The third corpus (issue 27's first blind batch).
 CASES3 = CASES3A + CASES3B
+
+#: The fourth corpus (issue 27's second blind batch).
+CASES4 = CASES4A + CASES4B
 
 #: The rates the first corpus must keep (they only go up).
 FLOORS = {
@@ -54,6 +59,17 @@ LIBRARIES3 = {
 }
 
 
+#: The libraries the fourth corpus covers (each in at least one case).
+LIBRARIES4 = {
+    "captum",
+    "zuko",
+    "rotary_embedding_torch",
+    "ema_pytorch",
+    "schedulefree",
+    "torch_optimizer",
+}
+
+
 def _available(need: str) -> bool:
     """A library the case imports, or ``python>=3.11`` (ExceptionGroup, TaskGroup)."""
     if need.startswith("python>="):
@@ -70,17 +86,17 @@ def _param(case):
     return pytest.param(case, id=case.id, marks=marks)
 
 
-@pytest.mark.parametrize("case", [_param(c) for c in CASES + CASES2 + CASES3])
+@pytest.mark.parametrize("case", [_param(c) for c in CASES + CASES2 + CASES3 + CASES4])
 def test_case(case):
     outcome = run_case(case)
     assert outcome.ok, outcome.explain()
 
 
 def test_cases_cite_public_reports():
-    ids = [c.id for c in CASES + CASES2 + CASES3]
+    ids = [c.id for c in CASES + CASES2 + CASES3 + CASES4]
     assert len(ids) == len(set(ids))
     assert len([c for c in CASES if not c.quiet]) >= 30
-    assert all(c.url.startswith("https://") for c in CASES + CASES2 + CASES3)
+    assert all(c.url.startswith("https://") for c in CASES + CASES2 + CASES3 + CASES4)
     covered = {n for c in CASES for n in c.classes}
     assert covered >= set(range(1, 10))
 
@@ -110,6 +126,20 @@ def test_third_corpus_is_new_and_covers_issue_27():
     assert all(c.xfail.startswith("issue 27 mechanism ") for c in CASES3 if c.xfail)
 
 
+def test_fourth_corpus_is_new_and_covers_issue_27():
+    """The second blind batch of issue 27: at least 24 device cases and 3 other errors,
+    each on a report and with an id the earlier corpora do not use, every mechanism of
+    issue 27 and every library the batch added."""
+    assert len([c for c in CASES4 if not c.quiet]) >= 24
+    assert len([c for c in CASES4 if c.quiet]) >= 3
+    earlier = CASES + CASES2 + CASES3
+    assert not [c.id for c in CASES4 if c.url in {e.url for e in earlier}]
+    assert not [c.id for c in CASES4 if c.id in {e.id for e in earlier}]
+    assert {n for c in CASES4 for n in c.classes} >= set(range(1, 9))
+    assert {n for c in CASES4 for n in c.needs} >= LIBRARIES4
+    assert all(c.xfail.startswith("issue 27 mechanism ") for c in CASES4 if c.xfail)
+
+
 def _outcomes(cases):
     return [RESULTS.get(c.id) or run_case(c) for c in cases if _runnable(c)]
 
@@ -121,14 +151,17 @@ def _runnable(case):
 def test_rates(capsys):
     """The corpora's rates (printed for CI; an xfail case counts as wrong); cases not
     run in this session run now. The first corpus keeps its floors; the second's and
-    the third's wrong cases are their xfails (test_case holds the others right)."""
+    the third's wrong cases are their xfails (test_case holds the others right); the
+    fourth's are printed, without floors."""
     outcomes = _outcomes(CASES)
     outcomes2 = _outcomes(CASES2)
     outcomes3 = _outcomes(CASES3)
+    outcomes4 = _outcomes(CASES4)
     with capsys.disabled():
         print("\n" + format_rates(outcomes))
         print(format_rates(outcomes2, "second real-library corpus"))
         print(format_rates(outcomes3, "third real-library corpus"))
+        print(format_rates(outcomes4, "fourth real-library corpus"))
     for name, (right, total) in rates(outcomes).items():
         if name in FLOORS and total:
             assert right / total >= FLOORS[name], format_rates(outcomes)
