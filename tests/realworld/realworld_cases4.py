@@ -52,6 +52,7 @@ CASES: list[Case] = [
     ),
     Case(
         id="dice-loss-one-hot-from-a-cpu-eye",
+        xfail="issue 27 mechanism 1 (and 2): `torch.eye(num_classes)[labels]` indexes a table made in the failing line: no culprit, target cpu, no fix",
         url="https://github.com/likyoo/Siam-NestedUNet/issues/40",
         classes=(1, 2),
         setup=OPENREG
