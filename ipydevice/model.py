@@ -51,6 +51,7 @@ Action = Literal[
     "load_state_dict",
     "rebuild_optimizer",
     "share",
+    "remake_generator",
 ]
 #: The rule of findings about optimizer state away from its parameters, and the
 #: :class:`Step` action that moves it.
@@ -224,7 +225,9 @@ class Step:
             given the state dict at ``source`` with ``assign=True``),
             ``rebuild_optimizer`` (the optimizer made again, with its ``defaults``,
             over the parameters of the model at ``source``), ``share`` (the object at
-            ``source``, moved by an earlier step, stored at ``path`` too: a closure's cell).
+            ``source``, moved by an earlier step, stored at ``path`` too: a closure's cell),
+            ``remake_generator`` (a ``torch.Generator`` made again on the target from
+            its initial seed).
         path: where the object is, from the user's namespace.
         target: the device to move to.
         source: where the step's other object is (the state dict to load, the model).

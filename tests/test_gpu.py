@@ -217,11 +217,29 @@ model(x).sum().backward()
 """
 
 
+GENERATOR_SETUP = """
+gen = torch.Generator().manual_seed(0)
+x = torch.rand(2, 3, device='cuda:0')
+"""
+
+
+def test_a_cpu_generator_is_made_again_on_cuda_from_its_seed() -> None:
+    failing = "noise = x.new_empty(x.shape).normal_(generator=gen)\n"
+    nb, d = scenario(GENERATOR_SETUP, failing)
+    assert culprit_names(d)[0] == "gen" and d.target.startswith("cuda")
+    assert d.fixes[0].steps[0].action == "remake_generator"
+    result = d.fixes[0].apply(nb.ns)
+    assert result.ok, result.message
+    assert nb.ns["gen"].device.type == "cuda" and nb.ns["gen"].initial_seed() == 0
+    nb.run(failing)
+    verify_fixes(GENERATOR_SETUP, failing, d)
+
+
 def test_optimizer_state_on_cpu_params_on_cuda() -> None:
     failing = "opt.step()\n"
     nb, d = scenario(OPTIMIZER_SETUP, failing)
     assert d.is_device_error
-    assert culprit_names(d)[0] == "opt.state"
+    assert culprit_names(d)[0].startswith("opt.state[model")
     assert d.target == "cuda:0"
     result = d.fixes[0].apply(nb.ns)  # Apply, then the step works
     assert result.ok, result.message

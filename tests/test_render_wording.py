@@ -317,12 +317,20 @@ def test_optimizer_state_has_its_row_and_its_label(foreach: bool) -> None:
     assert ("same index" in str(exc)) is foreach
     d = ipydevice.diagnose(exc, namespace=nb.ns)
     assert d.family == "optimizer_state" and d.family_title == "optimizer state on another device"
-    (row,) = [r for r in d.records if r.name == "opt.state"]
+    # named for the state tensor the step met first, the fix moving all of opt.state
+    name = "opt.state[model.weight]['exp_avg']"
+    (row,) = [r for r in d.records if r.name == name]
     assert row.device == "meta" and row.kind == "optimizer state"
     text = render_diagnosis(d)
-    assert re.search(r"✗  opt\.state\s+optimizer state\s+meta", text), text
+    assert re.search(
+        r"✗  opt\.state\[model\.weight\]\['exp_avg'\]\s+optimizer state\s+meta", text
+    ), text
+    assert "its parameter on cpu" in text and "opt.state.items()" in text
     html = render_diagnosis_html(d)
-    assert re.search(r'<div class="ipydevice-culprit"[^>]*>.*?opt\.state</code>', html)
+    assert re.search(
+        r'<div class="ipydevice-culprit"[^>]*>.*?opt\.state\[model\.weight\]\[&#x27;exp_avg&#x27;\]</code>',
+        html,
+    ), html
 
 
 # -- columns ------------------------------------------------------------------------------

@@ -318,3 +318,107 @@ def test_an_object_with_its_own_to_is_named_for_what_it_holds_inside():
     assert d.culprits[0].name == "stats"
     assert "its own .to() moves it" in d.culprits[0].why
     _first_fix_runs(nb, d, cell)
+
+
+def test_optimizer_state_is_named_for_the_tensor_the_step_met():
+    """Not the first key of the state: RMSprop's ``square_avg``, which its step reads
+    first, though a reload put ``momentum_buffer`` before it; of a parameter held in a
+    dict of models. The fix still moves the whole state."""
+    setup = """
+        nets = {'student': nn.Linear(3, 2), 'teacher': nn.Linear(3, 2)}
+        rms = torch.optim.RMSprop(nets['student'].parameters(), momentum=0.9, foreach=False)
+        nets['student'](torch.randn(4, 3)).sum().backward()
+        rms.step()
+        torch.__future__.set_swap_module_params_on_conversion(True)
+        nets['student'].to(dev)
+        torch.__future__.set_swap_module_params_on_conversion(False)
+        for p in nets['student'].parameters():
+            p.grad = torch.ones_like(p)
+            rms.state[p] = dict(reversed(list(rms.state[p].items())))  # another key order
+        """
+    nb, d = _session(setup, "rms.step()\n")
+    assert d.culprits[0].name == "rms.state[nets['student'].weight]['square_avg']", str(d)
+    assert d.target == "openreg:0"
+    _first_fix_runs(nb, d, "rms.step()\n", setup)
+    assert {
+        v.device.type for s in nb.ns["rms"].state.values() for k, v in s.items() if k != "step"
+    } == {"openreg"}
+
+
+def test_a_fix_that_remakes_one_tensor_does_not_outrank_the_move_of_all():
+    """A scoring module never moved and its targets made in an earlier cell: remaking
+    the targets alone leaves the module's parameter, which its ``forward`` reads (the
+    check sees a moved module's parameters moved), so the move of both ranks first."""
+    setup = """
+        class Margin(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.centers = nn.Parameter(torch.zeros(4, 3))
+
+            def forward(self, feats, targets):
+                gap = feats - self.centers.index_select(0, targets)
+                return gap.pow(2).sum()
+
+        net = nn.Linear(5, 3).to(dev)
+        scorer = Margin()
+        inp = torch.randn(2, 5, device=dev)
+        targets = torch.tensor([1, 3])
+        """
+    cell = "total = scorer(net(inp), targets)\n"
+    nb, d = _session(setup, cell)
+    assert {c.name for c in d.culprits} >= {"scorer", "targets"}, str(d)
+    assert d.fixes[0].scope == "namespace" and "scorer.to(" in d.fixes[0].code, str(d)
+    _first_fix_runs(nb, d, cell, setup)
+
+
+def test_a_generator_a_method_passes_is_named_and_made_again():
+    """A generator kept as a module's attribute and passed by its ``forward`` (not a
+    cell's ``normal_(generator=gen)``): named from the model, made again from its seed,
+    never "moved" (a generator has no ``.to()``)."""
+    setup = """
+        class Jitter(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.rng = torch.Generator()
+                self.rng.manual_seed(7)
+
+            def forward(self, h):
+                return h + 0.1 * torch.randn(h.shape, generator=self.rng, device=h.device)
+
+        jit = Jitter().to(dev)
+        h = torch.ones(2, 3, device=dev)
+        """
+    _, d = _session(setup, "out = jit(h)\n")
+    assert d.culprits[0].name == "jit.rng" and d.culprits[0].kind == "generator", str(d)
+    assert d.target == "openreg:0"
+    fix = d.fixes[0]
+    assert fix.code == "jit.rng = torch.Generator(device=dev).manual_seed(jit.rng.initial_seed())"
+    assert [s.action for s in fix.steps] == ["remake_generator"]
+    assert not any(".to(" in f.code and "rng" in f.code for f in d.fixes)
+    # (openreg has no generators: tests/test_gpu.py applies it on CUDA)
+
+
+def test_remaking_a_generator_keeps_its_seed_and_puts_it_back_on_failure():
+    import torch
+
+    from ipydevice.model import Fix, Step
+
+    old = torch.Generator().manual_seed(11)
+    ns = {"g": old, "holder": {"rng": torch.Generator().manual_seed(3)}}
+    fix = Fix(
+        "Make g again", "", "namespace", steps=(Step("remake_generator", (("name", "g"),), "cpu"),)
+    )
+    assert fix.apply(ns).ok
+    assert ns["g"] is not old and ns["g"].initial_seed() == 11
+    keep = ns["holder"]["rng"]
+    bad = Fix(
+        "two",
+        "",
+        "namespace",
+        steps=(
+            Step("remake_generator", (("name", "holder"), ("item", "rng")), "cpu"),
+            Step("remake_generator", (("name", "holder"), ("item", "missing")), "cpu"),
+        ),
+    )
+    assert not bad.apply(ns).ok
+    assert ns["holder"]["rng"] is keep  # put back as it was

@@ -179,7 +179,7 @@ for state in opt.state.values():
 def test_optimizer_state_left_behind():
     failing = "opt.step()\n"
     _, d = scenario(OPTIMIZER_SETUP, failing)
-    assert culprit_names(d)[0] == "opt.state"
+    assert culprit_names(d)[0] == "opt.state[model.weight]['exp_avg']"
     culprit = d.culprits[0]
     assert culprit.kind == "optimizer state" and culprit.device == "cpu"
     assert d.target == "meta"

@@ -309,7 +309,7 @@ def record_of(entry: Entry, limit: int = 200, held: list[Any] | None = None) -> 
         parent_kind=entry.parent_kind,
         is_index=entry.is_index,
     )
-    if entry.kind in ("tensor", "parameter", "buffer", "attribute", "optimizer state"):
+    if entry.kind in ("tensor", "parameter", "buffer", "attribute", "optimizer state", "generator"):
         device, shape, dtype, nbytes, detail = entry.facts
         return ObjectRecord(
             device=device, shape=shape, dtype=dtype, nbytes=nbytes, detail=detail, **base

@@ -67,6 +67,8 @@ def collect(
             _collect_user_frame(scan, view, index, innermost=index == innermost_user)
         elif index > innermost_user:
             _collect_library_frame(scan, view, consumed=index in failing)
+    if views and not views[-1].is_user:
+        scan.met = _met(views[-1])
     scan.adopt_chain(chain)
     scan.name_from(namespace, deep=False)  # deeper names: engine.name_in_depth
     if original is not None and is_compile_error(original):
@@ -74,6 +76,19 @@ def collect(
         scan.name_from(namespace, deep=False)
         prefer_held_roots(scan, namespace)
     return scan
+
+
+def _met(view: FrameView) -> list[int]:
+    """Ids of the tensors the failing library line read, in the line's order; of a
+    list or tuple (a ``_foreach_`` op's operands), its first tensor: the one the op met
+    first (``exp_avg_sq`` of ``_foreach_addcmul_(exp_avg_sq, grad, grad)``)."""
+    met = []
+    for _, value, _ in line_operands(view):
+        if type(value) in (list, tuple) and value:
+            value = value[0]
+        if probe.is_tensor(value):
+            met.append(id(value))
+    return met
 
 
 def _module_chain(views: list[FrameView]) -> list[Any]:

@@ -27,7 +27,9 @@ __all__ = [
     "active_budget",
     "class_name",
     "device_str",
+    "generator_device",
     "is_a",
+    "is_generator",
     "is_module",
     "is_optimizer",
     "is_tensor",
@@ -120,6 +122,7 @@ def _is_sub(obj: Any, dotted: tuple[str, ...]) -> bool:
 
 
 _TENSOR, _MODULE, _OPTIMIZER = ("Tensor",), ("nn", "Module"), ("optim", "Optimizer")
+_GENERATOR = ("Generator",)
 
 
 def is_a(obj: Any, types: type | tuple[type, ...]) -> bool:
@@ -145,6 +148,20 @@ def is_module(obj: Any) -> bool:
 def is_optimizer(obj: Any) -> bool:
     """True for torch.optim.Optimizer instances."""
     return _is_sub(obj, _OPTIMIZER)
+
+
+def is_generator(obj: Any) -> bool:
+    """True for torch.Generator instances."""
+    return _is_sub(obj, _GENERATOR)
+
+
+def generator_device(generator: Any) -> str:
+    """A ``torch.Generator``'s device (a C-level attribute), or ``?``."""
+    try:
+        return device_str(generator.device)
+    except BaseException as caught:
+        contain(caught)
+        return UNKNOWN
 
 
 #: type's own descriptors: a class's ``__dict__``, ``__mro__`` and ``__name__`` read

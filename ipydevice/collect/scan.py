@@ -92,6 +92,8 @@ class Scan(ModuleWalks):
         #: the names the failing code reads (a cell's globals, its functions'):
         #: looked up in the namespace before any other name
         self.read_names: dict[str, None] = {}
+        #: ids of the tensors the failing library line read, in order (collect.failing)
+        self.met: list[int] = []
         #: the user's names this scan was named from (for families that look there)
         self.namespace: Mapping[str, Any] = {}
 

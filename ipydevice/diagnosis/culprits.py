@@ -119,12 +119,12 @@ def analyse(
     _name_optimizer_state(scan)
     family = registry.family_of(facts.family)
     blamed = family.blame(facts, scan, views, analysis.target) if family and family.blame else None
-    if applied is not None and applied.demand.only:
+    if blamed is not None:  # the family knows its culprits best (a generator passed)
+        analysis.found = [Culprit(b.finding, [b.entry], owner=b.entry) for b in blamed]
+    elif applied is not None and applied.demand.only:
         analysis.found = [
             _demanded_culprit(e, applied.demand.argument, analysis.target) for e in applied.entries
         ]
-    elif blamed is not None:
-        analysis.found = [Culprit(b.finding, [b.entry], owner=b.entry) for b in blamed]
     elif analysis.target:
         met = named_operands(facts, views)
         analysis.found = _rank(_find(scan, analysis), analysis, scan, met)
@@ -266,9 +266,9 @@ def _find(scan: Scan, analysis: Analysis) -> list[Culprit]:
             if entry.alias and entry.alias != entry.name:
                 why += f" (also held as `{entry.alias}`)"
             found.append(Culprit(_finding(entry, why, target), [entry]))
-    for entry in scan.entries.values():
+    for entry in list(scan.entries.values()):
         if entry.optimizer is not None:
-            culprit = _optimizer_culprit(entry)
+            culprit = _optimizer_culprit(entry, scan)
             if culprit is not None:
                 found.append(culprit)
     # A container is not blamed: its misplaced items are, by name.
@@ -411,28 +411,46 @@ def _is_inside(entry: Entry, top: Entry) -> bool:
     return len(entry.path) > len(top.path) and entry.path[: len(top.path)] == top.path
 
 
-def _optimizer_culprit(entry: Entry) -> Culprit | None:
+def _optimizer_culprit(entry: Entry, scan: Scan) -> Culprit | None:
+    """The state away from its parameters, as one culprit (one fix moves it all), named
+    for the state tensor the failing line met (``opt.state[model.weight]['exp_avg_sq']``),
+    else the first one; ``opt.state`` when its parameter has no name."""
     assert entry.optimizer is not None
     misplaced = entry.optimizer.misplaced()
     if not misplaced:
         return None
     state_devices = sorted({s for _, _, s, _ in misplaced})
     param_devices = sorted({p for _, _, _, p in misplaced})
+    tensors = {(id(p), k): t for p, k, t, _ in entry.optimizer.state}
+    order = {tensor_id: i for i, tensor_id in enumerate(scan.met)}
+    param, key, device, _ = min(
+        misplaced, key=lambda m: order.get(id(tensors.get((id(m[0]), m[1]))), len(order))
+    )
+    # the parameter, named from the namespace in depth like the culprits' objects
+    owner = scan.entries.get(id(param)) or scan.add(param, (("local", "…"),), entry.where)
+    name = f"{entry.name}.state"
+    if owner is not None and owner.named:
+        name = f"{name}[{owner.name}][{key!r}]"
+    others = len(misplaced) - 1
     why = (
         f"{plural(len(misplaced), 'state tensor')} {'is' if len(misplaced) == 1 else 'are'} on {', '.join(state_devices)}, "
         f"{'its parameter' if len(misplaced) == 1 else 'their parameters'} on {', '.join(param_devices)} (step counters excepted)"
     )
-    name = f"{entry.name}.state"
+    if others and name != f"{entry.name}.state":
+        why = (
+            f"on {device}, its parameter on {param_devices[0]}; "
+            f"{plural(others, 'more state tensor')} of `{entry.name}.state` too (step counters excepted)"
+        )
     finding = Finding(
         name,
-        state_devices[0],
+        device,
         "optimizer state",
         entry.where,
         why,
         rule=OPTIMIZER_STATE,
         target=param_devices[0],
     )
-    return Culprit(finding, [entry], owner=entry)
+    return Culprit(finding, [entry] if owner is None else [entry, owner], owner=entry)
 
 
 def _from_user(culprit: Culprit) -> bool:

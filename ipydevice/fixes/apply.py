@@ -27,6 +27,7 @@ from ipydevice.collect.paths import format_path, resolve
 from ipydevice.fixes.fingerprint import changed
 from ipydevice.fixes.immutable import assign_rebuilding as assign
 from ipydevice.fixes.immutable import in_place, same_kind
+from ipydevice.fixes.remake import remake
 from ipydevice.fixes.touches import Touches, move_state
 from ipydevice.fixes.transaction import Undo
 from ipydevice.model import OPTIMIZER_STATE, ApplyResult, Mark, Step, register_view
@@ -201,6 +202,7 @@ _ACTIONS: dict[str, Callable[[Step, Any, Undo], str]] = {
     "load_state_dict": _load_state_dict,
     "rebuild_optimizer": _rebuild_optimizer,
     "share": _share,
+    "remake_generator": remake,
 }
 
 

@@ -103,12 +103,14 @@ class FixCheck:
         return added if found is None else []
 
     def rank(self, fixes: list[Fix], steps_of: dict[int, tuple[Step, ...]]) -> list[Fix]:
-        """``fixes`` with those predicted to fail after the others (when any other
-        is not predicted to fail)."""
+        """``fixes`` with those predicted to fail after the others, when another one
+        is checked and predicted to pass (a fix without moves to check, such as
+        ``device=`` in an earlier cell, is no evidence of a better one)."""
         if len(fixes) < 2:
             return fixes
-        failing = [f for f in fixes if self.fails(f.steps or steps_of.get(id(f), ()))]
-        if not failing or len(failing) == len(fixes):
+        checked = [f for f in fixes if f.steps or steps_of.get(id(f))]
+        failing = [f for f in checked if self.fails(f.steps or steps_of[id(f)])]
+        if not failing or len(failing) == len(checked):
             return fixes
         return [f for f in fixes if f not in failing] + failing
 
@@ -160,11 +162,17 @@ class FixCheck:
 
 
 def _moved_module(module: Any, target: str, objects: dict[int, str]) -> None:
-    """A module and (at most ``_SUBMODULES`` of) its submodules, moved in place."""
+    """A module and (at most ``_SUBMODULES`` of) its submodules, moved in place, with
+    their parameters and buffers (``self.proxies`` read in its ``forward``); plain
+    tensor attributes stay (``Module.to`` never moves them)."""
     objects[id(module)] = target
     queue = [module]
     while queue and len(objects) < _SUBMODULES:
-        children = probe.module_dict(queue.pop(0)).get("_modules")
+        attributes = probe.module_dict(queue.pop(0))
+        for registered in (attributes.get("_parameters"), attributes.get("_buffers")):
+            if type(registered) is dict:
+                objects.update((id(t), target) for t in dict.values(registered) if t is not None)
+        children = attributes.get("_modules")
         if type(children) is dict:
             for child in dict.values(children):
                 if child is not None and id(child) not in objects:

@@ -42,7 +42,12 @@ def is_factory(node: ast.AST) -> bool:
         return False
     # ``torch.`` spelled out: a bare ``range(3)`` is Python's, ``np.random.rand`` NumPy's.
     name, base = call_name(node)
-    return name in FACTORIES and base == "torch"
+    return (name in FACTORIES or name in _DEVICE_BOUND) and base == "torch"
+
+
+#: Calls that make an object bound to one device for good, given ``device=`` where it
+#: is made: a ``torch.Generator`` cannot be moved, only made again.
+_DEVICE_BOUND = frozenset({"Generator"})
 
 
 def call_name(call: ast.Call) -> tuple[str, str]:

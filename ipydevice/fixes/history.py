@@ -24,7 +24,7 @@ from ipydevice.code.rewrite import add_keyword, drop_device_comments
 from ipydevice.collect.frames import FrameView
 from ipydevice.diagnosis.culprits import Analysis
 from ipydevice.fixes.factories import chain_factory
-from ipydevice.model import Fix
+from ipydevice.model import Fix, Step
 
 __all__ = ["SPELLING", "history_fixes", "spell"]
 
@@ -43,16 +43,20 @@ def spell(target: str) -> str:
 _MAX_CELLS = 100
 
 
-def history_fixes(analysis: Analysis, views: list[FrameView]) -> list[Fix]:
+def history_fixes(
+    analysis: Analysis, views: list[FrameView], steps_of: dict[int, tuple[Step, ...]] | None = None
+) -> list[Fix]:
     """``device=`` on the factory calls of earlier notebook cells that made the
     culprits held under a name (``h0 = torch.zeros(1, b, 8)`` in In [3]): the
     latest assignment of each name wins, and one fix per cell changes all of its
-    lines (``h0`` and ``c0`` together)."""
+    lines (``h0`` and ``c0`` together). ``steps_of`` gets, for the fix check, what
+    each fix does: the tensors it makes are on the target wherever the code reads
+    them (a closure made in that cell too), which a ``share`` step of each says."""
     names = [
         str(c.entries[0].path[0][1])
         for c in analysis.found
         if c.entries
-        and c.entries[0].kind == "tensor"
+        and c.entries[0].kind in ("tensor", "generator")
         and len(c.entries[0].path) == 1
         and c.entries[0].path[0][0] == "name"
     ]
@@ -83,6 +87,10 @@ def history_fixes(analysis: Analysis, views: list[FrameView]) -> list[Fix]:
         fix = _history_edit(filename, cell_lines(filename), stmts, target)
         if fix is not None:
             fixes.append(fix)
+            if steps_of is not None:
+                made = [t.id for s in stmts for t in assigned(s) if isinstance(t, ast.Name)]
+                paths = [(("name", name),) for name in made]
+                steps_of[id(fix)] = tuple(Step("share", p, target, p) for p in paths)
     return fixes
 
 

@@ -29,11 +29,10 @@ from ipydevice.code.rewrite import insert_lines_before, parses, replace_span
 from ipydevice.code.treefacts import tree_facts
 from ipydevice.collect import probe
 from ipydevice.collect.cell import Cell, cell_result, failed_cell, notebook_function
-from ipydevice.collect.frames import (
-    FrameView,
-)
+from ipydevice.collect.frames import FrameView
 from ipydevice.collect.paths import Path, format_path, is_name
 from ipydevice.collect.scan import Entry, Scan, descends
+from ipydevice.collect.walk import is_to_batch
 from ipydevice.diagnosis.culprits import (
     Analysis,
     Culprit,
@@ -47,6 +46,7 @@ from ipydevice.family import MessageFacts
 from ipydevice.fixes.checked import FixCheck
 from ipydevice.fixes.history import SPELLING, history_fixes, spell
 from ipydevice.fixes.immutable import field_value, frozen_fields, in_place, replace_is_safe
+from ipydevice.fixes.remake import UNMOVABLE, remake_fixes
 from ipydevice.fixes.source import source_fixes
 from ipydevice.model import OPTIMIZER_STATE, Fix, Step
 
@@ -100,6 +100,7 @@ def _propose(
     moves = _namespace_fix(plan, target) if plan.steps else None
     if moves is not None:
         fixes.append(moves)
+    fixes.extend(remake_fixes(analysis, target))  # a generator: made again, not moved
     if family_fix is not None:
         fixes.append(family_fix)
     # A loop in a function an earlier cell defined: its locals are moved there.
@@ -126,7 +127,7 @@ def _propose(
         fixes.append(later)
     # device= where an earlier cell made the culprit: beside the moves, not above
     # them (the move works now, this one when the cells are run again).
-    fixes.extend(history_fixes(analysis, views))
+    fixes.extend(history_fixes(analysis, views, steps_of))
     meta_fix = _meta_note_fix(analysis, target)
     if meta_fix is not None and not any(s.action == "to_empty" for s in plan.steps):
         fixes.append(meta_fix)
@@ -216,6 +217,8 @@ def _encloses(node: ast.stmt, inner: ast.stmt) -> bool:
 def _plan_one(
     plan: _Plan, culprit: Culprit, by_path: dict, target: str, rebound: set[str], scan: Scan
 ) -> None:
+    if culprit.finding.kind in UNMOVABLE:
+        return
     if (
         culprit.finding.rule == OPTIMIZER_STATE
         and culprit.owner is not None
@@ -331,18 +334,13 @@ def _plan_frozen(plan: _Plan, holder: Entry, fields: tuple[str, ...], target: st
 
 def _is_batch(obj: Any) -> bool:
     """A dict, list or tuple, or a mapping with its own ``.to`` (BatchEncoding)."""
-    return probe.is_a(obj, (dict, list, tuple)) or _has_own_to(obj)
-
-
-def _has_own_to(obj: Any) -> bool:
-    # From the class dicts: no metaclass hook runs (it may raise, exit or sleep).
-    return callable(probe.class_attribute(type(obj), "to"))
+    return probe.is_a(obj, (dict, list, tuple)) or is_to_batch(obj)
 
 
 def _plan_container(plan: _Plan, entry: Entry, target: str) -> None:
     text = format_path(entry.path)
     obj = entry.obj
-    if not probe.is_a(obj, (dict, list, tuple)) and _has_own_to(obj):
+    if not probe.is_a(obj, (dict, list, tuple)) and is_to_batch(obj):
         plan.add(Step("reassign", entry.path, target), f"{text} = {text}.to({spell(target)})", text)
         return
     if in_place(obj):  # OrderedDict, defaultdict, a user's subclass: kept as it is
@@ -494,6 +492,8 @@ def _cell_fix(
     if locals_only:  # a function's own local only: assigning a global makes it a local
         dropped = {k: m for k, m in dropped.items() if mends_locally(cell, m)}
     for culprit in analysis.found:
+        if culprit.finding.kind in UNMOVABLE:
+            continue
         if not locals_only and _plan_load(plan, culprit, analysis, target):
             continue
         if culprit.entries and id(culprit.entries[0].obj) in dropped:

@@ -162,7 +162,9 @@ def _headline(d: Diagnosis) -> str:
             f": the error message demands {'it' if len(culprits) == 1 else 'them'} on {d.target}"
         )
     elif culprits[0].rule == "optimizer_state":
-        text += f", {'its' if len(culprits) == 1 else 'their'} parameters on {d.target}"
+        one = len(culprits) == 1
+        tensor = one and culprits[0].name.endswith("]")  # one state tensor, not the dict
+        text += f", {'its' if one else 'their'} parameter{'' if tensor else 's'} on {d.target}"
     elif d.reference and d.reference not in names:
         text += f", {reference} is on {d.target}"
     elif d.target:

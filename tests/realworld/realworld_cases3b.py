@@ -229,7 +229,6 @@ CASES: list[Case] = [
         checks=("opt.state[model.weight]['sum']", "opt.state[model.bias]['sum']"),
         fake=False,
         standin=True,
-        xfail="issue 27 mechanism 5: the optimizer state named as the dict `opt.state`, not the tensor `opt.state[model.weight]['sum']` (the fix runs)",
     ),
     Case(
         id="numpy-of-a-distance-matrix-on-the-gpu",

@@ -56,7 +56,6 @@ CASES: list[Case] = [
     ),
     Case(
         id="schedulefree-state-made-before-the-move",
-        xfail="issue 27 mechanism 5: the optimizer state named as the dict `opt.state`, not the tensor `opt.state[model.weight]['exp_avg_sq']` (the fix runs)",
         url="https://github.com/Nerogar/OneTrainer/issues/645",
         classes=(5,),
         setup=(
@@ -89,7 +88,6 @@ CASES: list[Case] = [
     ),
     Case(
         id="lookahead-slow-weights-made-before-the-move",
-        xfail="issue 27 mechanism 5: the optimizer state named as the dict `opt.state`, not the tensor `opt.state[model.weight]['slow_param']` (the fix runs)",
         url="https://github.com/michaelrzhang/lookahead/pull/8",
         classes=(5,),
         setup=(
@@ -162,7 +160,6 @@ CASES: list[Case] = [
     ),
     Case(
         id="proxy-loss-module-and-labels-left-on-cpu",
-        xfail="issue 27 mechanism 6: `proxy_loss` named first, but the first fix makes `labels` on the device and leaves the loss module on the CPU: the re-run fails",
         url="https://github.com/KevinMusgrave/pytorch-metric-learning/issues/139",
         classes=(6,),
         setup="""
@@ -205,7 +202,7 @@ CASES: list[Case] = [
     ),
     Case(
         id="noise-drawn-with-a-cpu-generator",
-        xfail="issue 27 mechanism 7: a CPU `torch.Generator` passed to `normal_` of a device tensor: no culprit, no fix",
+        xfail="issue 27 mechanism 7, the stand-in's limit: `gen` is named and target and fix are right (made again from its seed), but openreg has no generators (a PrivateUse1 generator needs C++ hooks), so the fix cannot run here; tests/test_gpu.py applies it on CUDA",
         url="https://github.com/mit-ll-responsible-ai/responsible-ai-toolbox/issues/45",
         classes=(7,),
         setup=OPENREG
