@@ -13,6 +13,8 @@ from realworld_cases3 import CASES as CASES3A
 from realworld_cases3b import CASES as CASES3B
 from realworld_cases4 import CASES as CASES4A
 from realworld_cases4b import CASES as CASES4B
+from realworld_cases5 import CASES as CASES5A
+from realworld_cases5b import CASES as CASES5B
 
 pytest.importorskip("transformers")
 pytest.importorskip("peft")
@@ -25,6 +27,9 @@ CASES3 = CASES3A + CASES3B
 
 #: The fourth corpus (issue 27's second blind batch).
 CASES4 = CASES4A + CASES4B
+
+#: The fifth corpus (issue 27's third blind batch).
+CASES5 = CASES5A + CASES5B
 
 #: The rates the first corpus must keep (they only go up).
 FLOORS = {
@@ -69,6 +74,17 @@ LIBRARIES4 = {
     "torch_optimizer",
 }
 
+#: The libraries the fifth corpus added.
+LIBRARIES5 = {
+    "monai",
+    "entmax",
+    "torchcde",
+    "botorch",
+    "nystrom_attention",
+    "performer_pytorch",
+    "pytorch_metric_learning",
+}
+
 
 def _available(need: str) -> bool:
     """A library the case imports, or ``python>=3.11`` (ExceptionGroup, TaskGroup)."""
@@ -86,17 +102,17 @@ def _param(case):
     return pytest.param(case, id=case.id, marks=marks)
 
 
-@pytest.mark.parametrize("case", [_param(c) for c in CASES + CASES2 + CASES3 + CASES4])
+@pytest.mark.parametrize("case", [_param(c) for c in CASES + CASES2 + CASES3 + CASES4 + CASES5])
 def test_case(case):
     outcome = run_case(case)
     assert outcome.ok, outcome.explain()
 
 
 def test_cases_cite_public_reports():
-    ids = [c.id for c in CASES + CASES2 + CASES3 + CASES4]
+    ids = [c.id for c in CASES + CASES2 + CASES3 + CASES4 + CASES5]
     assert len(ids) == len(set(ids))
     assert len([c for c in CASES if not c.quiet]) >= 30
-    assert all(c.url.startswith("https://") for c in CASES + CASES2 + CASES3 + CASES4)
+    assert all(c.url.startswith("https://") for c in CASES + CASES2 + CASES3 + CASES4 + CASES5)
     covered = {n for c in CASES for n in c.classes}
     assert covered >= set(range(1, 10))
 
@@ -140,6 +156,21 @@ def test_fourth_corpus_is_new_and_covers_issue_27():
     assert all(c.xfail.startswith("issue 27 mechanism ") for c in CASES4 if c.xfail)
 
 
+def test_fifth_corpus_is_new_and_covers_issue_27():
+    """The third blind batch of issue 27: at least 20 device cases and 3 other errors,
+    each on a report and with an id the earlier corpora do not use, every mechanism of
+    issue 27 and every library the batch added."""
+    assert len([c for c in CASES5 if not c.quiet]) >= 20
+    assert len([c for c in CASES5 if c.quiet]) >= 3
+    earlier = CASES + CASES2 + CASES3 + CASES4
+    assert not [c.id for c in CASES5 if c.url in {e.url for e in earlier}]
+    assert not [c.id for c in CASES5 if c.id in {e.id for e in earlier}]
+    assert len({c.url for c in CASES5}) == len(CASES5)
+    assert {n for c in CASES5 for n in c.classes} >= set(range(1, 9))
+    assert {n for c in CASES5 for n in c.needs} >= LIBRARIES5
+    assert all(c.xfail.startswith("issue 27 mechanism ") for c in CASES5 if c.xfail)
+
+
 def _outcomes(cases):
     return [RESULTS.get(c.id) or run_case(c) for c in cases if _runnable(c)]
 
@@ -157,11 +188,13 @@ def test_rates(capsys):
     outcomes2 = _outcomes(CASES2)
     outcomes3 = _outcomes(CASES3)
     outcomes4 = _outcomes(CASES4)
+    outcomes5 = _outcomes(CASES5)
     with capsys.disabled():
         print("\n" + format_rates(outcomes))
         print(format_rates(outcomes2, "second real-library corpus"))
         print(format_rates(outcomes3, "third real-library corpus"))
         print(format_rates(outcomes4, "fourth real-library corpus"))
+        print(format_rates(outcomes5, "fifth real-library corpus"))
     for name, (right, total) in rates(outcomes).items():
         if name in FLOORS and total:
             assert right / total >= FLOORS[name], format_rates(outcomes)
