@@ -110,6 +110,7 @@ CASES: list[Case] = [
     ),
     Case(
         id="new-task-head-added-to-a-moved-moduledict",
+        xfail="issue 27 mechanism 5: a new head wholly on the CPU named by its weight (`model.heads[task1].weight`), not as one module",
         url="https://github.com/ContinualAI/avalanche/pull/732",
         classes=(5,),
         setup=OPENREG
@@ -142,6 +143,7 @@ CASES: list[Case] = [
     ),
     Case(
         id="product-quantizer-codebooks-in-a-list-of-dicts",
+        xfail="issue 27 mechanism 6: the second codebook named first and moved alone; the first one, met first, is left: the re-run fails",
         url="https://github.com/pytorch/pytorch/issues/15005",
         classes=(5, 3),
         setup="""
@@ -287,6 +289,7 @@ CASES: list[Case] = [
     ),
     Case(
         id="text-encoder-kept-in-host-memory-on-purpose",
+        xfail="issue 27 mechanism 7: an encoder kept on the CPU on purpose (said in a comment) is moved to openreg:0, where the case wants `tokens` on the CPU",
         url="https://github.com/Nerogar/mgds/pull/51",
         classes=(7,),
         setup=OPENREG
@@ -309,6 +312,7 @@ CASES: list[Case] = [
     ),
     Case(
         id="monai-autoencoder-decoder-offloaded-to-cpu",
+        xfail="issue 27 mechanism 7: a decoder offloaded to the CPU on purpose is moved to openreg:0, where the case wants `z` on the CPU",
         url="https://github.com/aksub99/molecular-vae/pull/9",
         classes=(7,),
         setup=OPENREG
@@ -358,6 +362,7 @@ CASES: list[Case] = [
     ),
     Case(
         id="to-discarded-inside-a-batch-helper",
+        xfail="issue 27 mechanism 8: a dropped `.to()` inside a helper: named `raw[image]` (the helper's argument) where the case wants the caller's `batch[image]`; the dropped line is not mended",
         url="https://github.com/microsoft/mattersim/pull/147",
         classes=(8,),
         setup=OPENREG
