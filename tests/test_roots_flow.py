@@ -422,3 +422,42 @@ def test_remaking_a_generator_keeps_its_seed_and_puts_it_back_on_failure():
     )
     assert not bad.apply(ns).ok
     assert ns["holder"]["rng"] is keep  # put back as it was
+
+
+def test_a_hooks_free_variable_is_named_as_the_hook_reads_it_and_made_where_it_is_made():
+    """A forward pre-hook made by a factory function closes over a CPU tensor: named
+    ``offset in shift`` (not its cell's path), and the fix gives ``device=`` where the
+    factory makes it; no fix assigns it inside the hook, which would make it a local
+    of the hook (an UnboundLocalError)."""
+    setup = """
+        def make_shift(n):
+            offset = torch.linspace(0, 1, n)
+            def shift(module, args):
+                return (args[0] - offset,)
+            return shift
+
+        enc = nn.Linear(4, 4).to(dev)
+        enc.register_forward_pre_hook(make_shift(4))
+        xs = torch.randn(3, 4, device=dev)
+        """
+    cell = "ys = enc(xs)\n"
+    nb, d = _session(setup, cell)
+    assert d.culprits[0].name == "offset in shift", str(d)
+    assert d.fixes[0].scope == "source" and "torch.linspace(0, 1, n, device=" in d.fixes[0].code
+    assert not any(f.code.lstrip().startswith("offset = offset.to(") for f in d.fixes)
+    _first_fix_runs(nb, d, cell, setup)
+
+
+def test_a_layer_swapped_into_a_moved_model_is_named_as_one_module():
+    """Not a ModuleDict's new head: a Sequential's layer replaced after ``.to()``, its
+    weight and bias named together as ``trunk[2]``, and moved as a module."""
+    setup = """
+        trunk = nn.Sequential(nn.Linear(3, 6), nn.Tanh(), nn.Linear(6, 2)).to(dev)
+        trunk[2] = nn.Linear(6, 2)          # a fresh layer, made on the CPU
+        batch = torch.randn(5, 3, device=dev)
+        """
+    cell = "pred = trunk(batch)\n"
+    nb, d = _session(setup, cell)
+    assert d.culprits[0].name == "trunk[2]" and d.culprits[0].kind == "module", str(d)
+    assert len(d.culprits) == 1
+    _first_fix_runs(nb, d, cell, setup)

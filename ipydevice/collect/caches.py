@@ -96,7 +96,7 @@ def cached_operands(scan: Scan, view: FrameView, index: int, innermost: bool) ->
         if not chosen and len(results) == 1:
             chosen = [results[0][1]]
         for result in chosen[:1]:
-            scan.add(
+            entry = scan.add(
                 result,
                 (("local", ast.unparse(node)),),
                 view.label,
@@ -105,6 +105,8 @@ def cached_operands(scan: Scan, view: FrameView, index: int, innermost: bool) ->
                 user=True,
                 frame=index,
             )
+            if entry is not None and view.is_module_level:
+                entry.top = True
 
 
 def _written(call: ast.Call, view: FrameView) -> str | None:

@@ -186,6 +186,13 @@ class Entry:
     #: a module found in the namespace as the owner of such an alias (it did
     #: not run: its device is no evidence of the target)
     owns_alias: bool = False
+    #: read by the failing cell's (or script's) top-level code, whose expressions are
+    #: written in the user's names: shown as written (``band_mask(6, 2)``)
+    top: bool = False
+    #: the name shown when the path is not how the user reads it: a closure's cell,
+    #: ``keep in restrict`` for ``restrict.__closure__[0].cell_contents`` (the path the
+    #: fix sets)
+    shown: str = ""
     module: ModuleView | None = None
     optimizer: OptimizerView | None = None
     _facts: TensorFacts | None = None
@@ -211,8 +218,10 @@ class Entry:
 
     @property
     def name(self) -> str:
+        if self.shown:
+            return self.shown
         text = format_path(self.path)
-        if self.named or not self.path or self.path[0][0] != "local":
+        if self.named or self.top or not self.path or self.path[0][0] != "local":
             return text
         return f"{text} in {self.where}"
 

@@ -48,6 +48,7 @@ __all__ = [
     "is_user_file",
     "line_operands",
     "method_receivers",
+    "owns_name",
     "walk_frames",
 ]
 
@@ -148,7 +149,18 @@ def _qualname(frame: FrameType) -> str:
         owner = _frame_local(frame, "self")
         if owner is not None:
             qualname = f"{probe.class_name(owner)}.{code.co_name}"
-    return qualname.replace(".<locals>", "")
+    return qualname.rpartition("<locals>.")[2]  # the innermost scope: `film`, not `make_film.film`
+
+
+def owns_name(frame: Any, name: str) -> bool:
+    """``name`` is a local of the frame's function (an argument or a variable it binds),
+    not a global or a closure's free variable, which ``f_locals`` also lists: assigning
+    it there keeps it what it was."""
+    try:
+        code = frame.f_code
+        return name in code.co_varnames or name in code.co_cellvars
+    except Exception:
+        return False
 
 
 def _frame_local(frame: FrameType, name: str) -> Any:

@@ -67,6 +67,10 @@ _BUDGET_NOTE = "scan stopped after {} objects"
 _SAMPLE = 64
 
 
+#: Steps into a function's storage: named as it reads them (``keep in restrict``).
+_FUNCTION_SLOTS = (("attr", "__closure__"), ("attr", "__defaults__"), ("attr", "__kwdefaults__"))
+
+
 class Scan(ModuleWalks):
     """Collects entries from frames and namespaces, then names and records them."""
 
@@ -443,6 +447,16 @@ class Scan(ModuleWalks):
         return picked
 
     def _rename(self, entry: Entry, path: Path) -> set[int]:
+        old = entry.path
+        if (
+            len(old) == 1
+            and old[0][0] == "local"
+            and str(old[0][1]).isidentifier()
+            and any(step in path for step in _FUNCTION_SLOTS)
+            and "<" not in entry.where  # (a lambda has no name to say it by: its path)
+        ):
+            # a function's free variable or default, named as the function reads it
+            entry.shown = f"{old[0][1]} in {entry.where}"
         # what held it on its old path does not on this one (a naming walk that
         # reaches it through a holder says so after)
         entry.named, entry.where, entry.container = True, "namespace", None

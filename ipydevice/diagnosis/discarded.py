@@ -22,7 +22,7 @@ from collections.abc import Iterator, Sequence
 from ipydevice.code.flow import discarded_moves, statements_before
 from ipydevice.code.rewrite import segment
 from ipydevice.collect.cell import Cell, failed_cell, notebook_function
-from ipydevice.collect.frames import FrameView, safe_value
+from ipydevice.collect.frames import FrameView, owns_name, safe_value
 from ipydevice.collect.probe import is_tensor
 
 __all__ = ["Discarded", "discarded", "explain_discarded", "mends_locally"]
@@ -76,10 +76,7 @@ def _may_drop(view: FrameView) -> bool:
 def mends_locally(cell: Cell, move: Discarded) -> bool:
     """``x = x.to(device)`` in a function keeps ``x`` what it was: one of its locals
     (``self.x = ...`` included), not a global the assignment would make local."""
-    try:
-        return move.held.split(".")[0].split("[")[0] in cell.view.frame.f_locals
-    except Exception:
-        return False
+    return owns_name(cell.view.frame, move.held.split(".")[0].split("[")[0])
 
 
 def explain_discarded(found: list, views: Sequence[FrameView]) -> None:

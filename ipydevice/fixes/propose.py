@@ -29,7 +29,7 @@ from ipydevice.code.rewrite import insert_lines_before, parses, replace_span
 from ipydevice.code.treefacts import tree_facts
 from ipydevice.collect import probe
 from ipydevice.collect.cell import Cell, cell_result, failed_cell, notebook_function
-from ipydevice.collect.frames import FrameView
+from ipydevice.collect.frames import FrameView, owns_name
 from ipydevice.collect.paths import Path, format_path, is_name
 from ipydevice.collect.scan import Entry, Scan, descends
 from ipydevice.collect.walk import is_to_batch
@@ -149,7 +149,7 @@ def _plan_moves(analysis: Analysis, scan: Scan, target: str, cell: Cell | None) 
     if plan.steps and cell is not None and not analysis.argument:
         aliases = {e.alias for c in analysis.found for e in c.entries if e.alias}
         for name in _also_needed(cell, target, loops=False):
-            if not cell.view.is_module_level and _is_local(cell.view.frame, name):
+            if not cell.view.is_module_level and owns_name(cell.view.frame, name):
                 continue  # a function's local or closure cell is no name of the namespace
             roots = {n.split(".")[0].split("[")[0] for n in plan.names}
             if name not in plan.names and name not in roots and name not in aliases:
@@ -195,13 +195,6 @@ def _frame_value(scopes: tuple[Any, Any], name: str) -> Any:
         except Exception:
             return None
     return None
-
-
-def _is_local(frame: Any, name: str) -> bool:
-    try:
-        return name in frame.f_locals
-    except Exception:
-        return True
 
 
 def _encloses(node: ast.stmt, inner: ast.stmt) -> bool:
@@ -512,7 +505,7 @@ def _cell_fix(
     aliases |= {m.held for m in dropped.values()}
     for name in _also_needed(cell, target, loops=True) if not analysis.argument else ():
         if name not in plan.names and name not in aliases:
-            if locals_only and not _is_local(cell.view.frame, name):
+            if locals_only and not owns_name(cell.view.frame, name):
                 continue
             step = Step("reassign", (("name", name),), target)
             plan.add(step, f"{name} = {name}.to({spell(target)})", name)
@@ -566,7 +559,7 @@ def _cell_local(cell: Cell, culprit: Culprit) -> str:
     if len(entry.path) != 1 or entry.path[0][0] != "local" or entry.where != cell.view.label:
         return ""
     name = str(entry.path[0][1])
-    return name if is_name(name) else ""
+    return name if is_name(name) and owns_name(cell.view.frame, name) else ""
 
 
 def _repeats(cell_fix: Fix, moves: Fix | None) -> bool:

@@ -32,6 +32,7 @@ from ipydevice.fixes.factories import (
     chain_factory,
     factories_in,
 )
+from ipydevice.fixes.history import spell
 from ipydevice.model import Finding, Fix
 
 #: Locals of one caller frame looked at when following an argument outwards.
@@ -97,12 +98,16 @@ def _local_fix(entry: Entry, views: list[FrameView], target: str) -> Fix | None:
     if found is None:
         return None
     view, name, stmt, offset = found
-    device = _device_expression(view, target)
+    # (a closure's variable is made by the function around it, where the arguments differ)
+    free = name in view.frame.f_code.co_freevars
+    device = spell(target) if free else _device_expression(view, target)
     value = stmt.value
     assert value is not None
     factory = chain_factory(value)
     if factory is not None and not any(k.arg == "device" for k in factory.keywords):
         title = f"Create {name} on the right device in {view.label}"
+        if free:
+            title = f"Create {name} on the right device where {view.label} is made"
         return _edit(
             view,
             stmt,
@@ -126,12 +131,41 @@ def _assignment(
 ) -> tuple[FrameView, str, ast.Assign | ast.AnnAssign, int] | None:
     """The statement of ``view``'s function that last assigned ``name`` before the
     failing line, with the function's line offset."""
+    if name in view.frame.f_code.co_freevars:
+        return _enclosing_assignment(view, name)
     parsed = frame_tree(view)
     if parsed is None:
         return None
     tree, offset = parsed
     stmt = _last_assignment(tree, name, view.lineno - offset)
     return None if stmt is None else (view, name, stmt, offset)
+
+
+def _enclosing_assignment(
+    view: FrameView, name: str
+) -> tuple[FrameView, str, ast.Assign | ast.AnnAssign, int] | None:
+    """A closure's free variable (``gamma`` of a hook made by ``make_film``): its last
+    assignment in the function around the failing one, before the inner ``def``."""
+    code = view.frame.f_code
+    try:
+        tree = ast.parse("".join(linecache.getlines(code.co_filename, view.frame.f_globals)))
+    except (SyntaxError, ValueError):
+        return None
+    functions = (ast.FunctionDef, ast.AsyncFunctionDef)
+    inner = [
+        n for n in ast.walk(tree) if isinstance(n, functions) and n.name == code.co_name
+        and n.lineno <= code.co_firstlineno <= (n.end_lineno or n.lineno)
+    ]  # fmt: skip
+    if len(inner) != 1:
+        return None
+    around = [
+        n for n in ast.walk(tree) if isinstance(n, functions) and n is not inner[0]
+        and n.lineno < inner[0].lineno and (n.end_lineno or 0) >= (inner[0].end_lineno or 0)
+    ]  # fmt: skip
+    if not around:
+        return None
+    stmt = _last_assignment(max(around, key=lambda n: n.lineno), name, inner[0].lineno)
+    return None if stmt is None else (view, name, stmt, 0)
 
 
 def _caller_assignment(

@@ -51,6 +51,7 @@ from ipydevice.diagnosis.culprits import Analysis, analyse, device_variable, off
 from ipydevice.diagnosis.discarded import explain_discarded
 from ipydevice.diagnosis.families import op_mismatch
 from ipydevice.diagnosis.grouped import group_library_objects
+from ipydevice.diagnosis.layers import group_layers
 from ipydevice.diagnosis.message import MAX_DEPTH as _MAX_DEPTH
 from ipydevice.diagnosis.message import base_fields as _base_fields
 from ipydevice.diagnosis.message import from_message, message_of, recognise_exception
@@ -211,6 +212,7 @@ def analyse_named(
     analysis.device_name = device_variable(namespace, analysis.target)
     explain_discarded(analysis.found, views)  # ``x.to(device)`` on its own line
     analysis.found = group_library_objects(analysis.found, namespace)  # ``vae.prior``, ``ema``
+    analysis.found = group_layers(analysis.found, scan, namespace)  # ``model.heads['task1']``
     return analysis
 
 

@@ -860,7 +860,9 @@ CASES: list[Case] = [
         z = torch.randn(4, 8, device='cuda')
         """,
         cell="rgb = denorm(decoder(z))\n",
-        culprit="denorm.__closure__[1].cell_contents",
+        # (named `denorm.__closure__[1].cell_contents` until the fifth corpus's authors
+        # asked for a closure's cell as the function reads it; the fix sets that path)
+        culprit="std in denorm",
         checks=("rgb",),
     ),
     Case(

@@ -302,7 +302,9 @@ CASES: list[Case] = [
         img = torch.rand(3, 8, 8, device='cuda')
         """,
         cell="x = normalize(img)\n",
-        culprit="normalize.__defaults__[0]",
+        # (named `normalize.__defaults__[0]` until the fifth corpus's authors asked for a
+        # default as the function reads it; the fix sets that path)
+        culprit="mean in normalize",
         checks=("x",),
     ),
     Case(

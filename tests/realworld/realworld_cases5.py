@@ -139,7 +139,6 @@ CASES: list[Case] = [
     # -- 2. tensors no variable names -----------------------------------------------------
     Case(
         id="lru-cached-band-mask-for-entmax-attention",
-        xfail="issue 27 mechanism 2: the cached mask is named `band_mask(6, 2) in In [29]`, the cell label kept after the cache named it",
         url="https://github.com/XPU-Forces/mojo_opset/pull/390",
         classes=(2,),
         setup="""
@@ -204,7 +203,6 @@ CASES: list[Case] = [
     ),
     Case(
         id="channel-stats-as-default-arguments",
-        xfail="issue 27 mechanism 2: a default argument named by its path `standardize.__defaults__[0]`, not as the function reads it (`mean in standardize`)",
         url="https://github.com/UM-ARM-Lab/pytorch_kinematics/issues/39",
         classes=(2,),
         setup="""
@@ -226,7 +224,6 @@ CASES: list[Case] = [
     ),
     Case(
         id="film-hook-closure-keeps-a-cpu-gamma",
-        xfail="issue 27 mechanism 4: a closure free variable named `gamma in make_film.film`; the first fix assigns `gamma` inside the hook, which makes it a local (UnboundLocalError)",
         url="https://github.com/pytorch/pytorch/issues/24902",
         classes=(2,),
         setup=OPENREG
@@ -288,7 +285,7 @@ CASES: list[Case] = [
     ),
     Case(
         id="botorch-scalarization-weights-in-a-namespace",
-        xfail="issue 27 mechanism 3: named `pt.weights` (the transform holding the tensor) where the case wants the config `cfg.weights` the user wrote; no fix",
+        xfail="issue 27 mechanism 3: named `pt` (the transform holding the tensor) where the case wants the config `cfg.weights` the user wrote; no fix",
         url="https://github.com/xopt-org/Xopt/issues/311",
         classes=(3,),
         setup=OPENREG
@@ -401,7 +398,6 @@ CASES: list[Case] = [
     ),
     Case(
         id="sparsemax-loss-default-keeps-the-old-class-weights",
-        xfail="issue 27 mechanism 2: a default argument named `sparse_loss.__defaults__[0]`, not `w in sparse_loss`",
         url="https://github.com/pytorch/pytorch/issues/69214",
         classes=(4, 2),
         setup=OPENREG
@@ -428,7 +424,6 @@ CASES: list[Case] = [
     ),
     Case(
         id="vocab-restriction-closure-keeps-the-old-mask",
-        xfail="issue 27 mechanism 4: a closure cell named `restrict.__closure__[0].cell_contents`, not `keep in restrict`",
         url="https://github.com/huggingface/transformers/pull/38558",
         classes=(4, 2),
         setup=OPENREG

@@ -110,7 +110,6 @@ CASES: list[Case] = [
     ),
     Case(
         id="new-task-head-added-to-a-moved-moduledict",
-        xfail="issue 27 mechanism 5: a new head wholly on the CPU named by its weight (`model.heads[task1].weight`), not as one module",
         url="https://github.com/ContinualAI/avalanche/pull/732",
         classes=(5,),
         setup=OPENREG

@@ -1,0 +1,114 @@
+"""A layer wholly off the target named as one thing: ``model.heads['task1']``, not its
+``weight`` and ``bias``.
+
+A layer added to a model after ``model.to()`` (a new task's head in a ``ModuleDict``, a
+layer swapped into a ``Sequential``) sits inside a module that is otherwise on the
+target, so the module rule of :mod:`ipydevice.diagnosis.culprits` (a submodule the scan
+holds as its own entry, wholly off the target) does not see it: the walk gave its
+tensors their paths through the model. The culprits that are all the parameters and
+buffers of one leaf layer become one culprit named as the layer, where the first of them
+was; the fix moves the layer (``Module.to``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ipydevice.collect import probe
+from ipydevice.collect.paths import format_path
+from ipydevice.collect.roots import step_into
+from ipydevice.collect.scan import Scan
+from ipydevice.collect.walk import module_children
+from ipydevice.diagnosis.culprits import Culprit
+from ipydevice.model import Finding
+
+__all__ = ["group_layers"]
+
+#: Submodules of one module looked at for one step of a path.
+_CHILDREN = 4096
+
+
+def group_layers(found: list[Culprit], scan: Scan, namespace: Mapping[str, Any]) -> list[Culprit]:
+    """``found`` with the tensor culprits that make up a whole leaf layer merged."""
+    by_layer: dict[tuple, list[Culprit]] = {}
+    for culprit in found:
+        entry = culprit.entries[0] if len(culprit.entries) == 1 else None
+        if (
+            entry is None
+            or culprit.owner is not None
+            or entry.parent_kind != "module"
+            or not entry.named
+            or len(entry.path) < 2
+            or entry.path[0][0] != "name"
+        ):
+            continue
+        by_layer.setdefault(entry.path[:-1], []).append(culprit)
+    merged: dict[int, Culprit] = {}
+    for path, culprits in by_layer.items():
+        # a layer of a model (``model.heads['task1']``); a loss module held by its own
+        # name keeps its tensors' names (``criterion.weight``: what the user passed it)
+        if len(path) < 2 or not probe.is_module(_follow(path[:-1], namespace)):
+            continue
+        layer = _follow(path, namespace)
+        tensors = _leaf_tensors(layer)
+        if not tensors or {id(t) for t in tensors} != {id(c.entries[0].obj) for c in culprits}:
+            continue
+        entry = scan.add(layer, path, "namespace")
+        if entry is None:
+            continue
+        entry.named = True
+        first = culprits[0].finding
+        devices = sorted({c.finding.device for c in culprits})
+        why = (
+            f"all its parameters and buffers are on {', '.join(devices)}, the rest of the model "
+            f"on {first.target} (added or replaced after model.to()?)"
+        )
+        finding = Finding(
+            format_path(path),
+            devices[0] if len(devices) == 1 else "mixed",
+            "module",
+            "namespace",
+            why,
+            target=first.target,
+        )
+        group = Culprit(finding, [c.entries[0] for c in culprits], owner=entry)
+        for culprit in culprits:
+            merged[id(culprit)] = group
+    out: list[Culprit] = []
+    for culprit in found:
+        group = merged.get(id(culprit), culprit)
+        if group not in out:
+            out.append(group)
+    return out
+
+
+def _follow(path: tuple, namespace: Mapping[str, Any]) -> Any:
+    try:
+        obj = namespace[path[0][1]]
+    except BaseException:
+        return None
+    for step in path[1:]:
+        if probe.is_module(obj):  # a submodule's step as the walk writes it (``heads['task1']``)
+            obj = next((c for s, c in module_children(obj, _CHILDREN) if s == step), None)
+            if obj is None:
+                return None
+            continue
+        ok, obj = step_into(obj, step)
+        if not ok:
+            return None
+    return obj
+
+
+def _leaf_tensors(layer: Any) -> list[Any]:
+    """A module's own parameters and buffers, when it has no submodules holding more."""
+    if not probe.is_module(layer):
+        return []
+    attributes = probe.module_dict(layer)
+    if attributes.get("_modules"):
+        return []
+    tensors: list[Any] = []
+    for store in (attributes.get("_parameters"), attributes.get("_buffers")):
+        if type(store) is dict:
+            tensors += [t for t in dict.values(store) if t is not None]
+    return tensors
