@@ -461,3 +461,58 @@ def test_a_layer_swapped_into_a_moved_model_is_named_as_one_module():
     assert d.culprits[0].name == "trunk[2]" and d.culprits[0].kind == "module", str(d)
     assert len(d.culprits) == 1
     _first_fix_runs(nb, d, cell, setup)
+
+
+def test_a_part_the_users_code_put_on_the_cpu_gets_its_inputs():
+    """``.cpu()`` of a model's part in a cell of its own (not ``.to('cpu')`` of a
+    top-level model): the part that failed stays where the user put it, and the input
+    given to it goes there; without that statement the part is what moves."""
+    setup = """
+        class Pipe(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.stem = nn.Linear(6, 6)
+                self.tail = nn.Sequential(nn.Linear(6, 6), nn.ReLU(), nn.Linear(6, 2))
+
+        pipe = Pipe().to(dev)
+        """
+    rest = "feats = pipe.stem(torch.randn(3, 6, device=dev))\n"
+    cell = "scores = pipe.tail(feats)\n"
+
+    def diagnosed(placing: str) -> ipydevice.Diagnosis:
+        nb = Notebook()
+        for source in (PRELUDE + textwrap.dedent(setup), placing, rest):
+            nb.run(source)
+        return ipydevice.diagnose(nb.fails(cell), namespace=nb.ns)
+
+    # (first: the notebook's history holds no placing statement yet)
+    moved = diagnosed("pipe.tail = pipe.tail.float().cpu()\n")  # no statement of its own
+    assert moved.target == "openreg:0", str(moved)
+    d = diagnosed("pipe.tail.cpu()\n")
+    assert d.culprits[0].name == "feats" and d.target == "cpu", str(d)
+    assert "pipe.tail.cpu()" in d.target_reason
+    assert d.fixes[0].code == "feats = feats.to('cpu')"
+
+
+@pytest.mark.parametrize(
+    ("loop", "mended"),
+    [
+        ("for name, t in inputs.items():\n    t.to(dev)\n", "inputs[name] = t.to(dev)"),
+        ("for i in range(len(parts)):\n    parts[i].to(dev)\n", "parts[i] = parts[i].to(dev)"),
+    ],
+    ids=["items-of-a-dict", "indices-of-a-list"],
+)
+def test_a_loops_dropped_moves_are_mended_in_the_loop(loop: str, mended: str):
+    """Not ``for k in batch: batch[k].to(device)``: the values of ``.items()`` and the
+    items of a list by index; the loop's line keeps what ``.to()`` returns."""
+    setup = """
+        head = nn.Linear(4, 1).to(dev)
+        inputs = {'a': torch.randn(2, 4), 'b': torch.randn(2, 4)}
+        parts = [torch.randn(2, 4), torch.randn(2, 4)]
+        """
+    first, second = ("inputs['a']", "inputs['b']") if "inputs" in loop else ("parts[0]", "parts[1]")
+    cell = loop + f"y = head({first}) + head({second})\n"
+    nb, d = _session(setup, cell)
+    assert d.fixes[0].scope == "cell" and mended in d.fixes[0].code, str(d)
+    assert ".to(dev).to(dev)" not in d.fixes[0].code
+    _first_fix_runs(nb, d, cell, setup)

@@ -40,6 +40,7 @@ __all__ = [
     "discarded_moves",
     "first_clash",
     "indexing_operands",
+    "loop_item_moves",
     "statements_before",
     "statements_from",
 ]
@@ -497,6 +498,73 @@ def discarded_moves(stmts: Iterable[ast.stmt]) -> Iterator[tuple[ast.Expr, str]]
             isinstance(held, ast.Subscript) and isinstance(held.slice, ast.Constant)
         ):
             yield stmt, chain_text(held)
+
+
+def loop_item_moves(stmts: Iterable[ast.stmt]) -> Iterator[tuple[ast.Expr, str, ast.expr]]:
+    """Dropped moves of a loop's items (``for k in batch: batch[k].to(device)``, ``for k,
+    v in batch.items(): v.to(device)``, ``for i in range(len(xs)): xs[i].to(device)``):
+    each statement, the item as it can be assigned (``batch[k]``) and the holder looped
+    over (``batch``)."""
+    for loop in stmts:
+        if not isinstance(loop, ast.For):
+            continue
+        holder, key, value = _looped(loop)
+        if holder is None or key is None:
+            continue
+        item = f"{chain_text(holder)}[{key}]"
+        for stmt, held in discarded_moves(loop.body):
+            if held in (value, item):
+                yield stmt, item, holder
+        for line in loop.body:  # ``xs[i]``: a subscript by the loop's name
+            if not (isinstance(line, ast.Expr) and isinstance(line.value, ast.Call)):
+                continue
+            func = line.value.func
+            if (
+                isinstance(func, ast.Attribute)
+                and func.attr in _MOVES
+                and isinstance(func.value, ast.Subscript)
+                and isinstance(func.value.slice, ast.Name)
+                and func.value.slice.id == key
+                and ast.dump(func.value.value) == ast.dump(holder)
+            ):
+                yield line, item, holder
+
+
+def _looped(loop: ast.For) -> tuple[ast.expr | None, str | None, str | None]:
+    """``(holder, key name, value name)`` of ``for k in H``, ``for k in H.keys()``,
+    ``for k, v in H.items()`` and ``for i in range(len(H))``; a holder chain only."""
+    it, target = loop.iter, loop.target
+    if isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute) and not it.args:
+        if it.func.attr == "items" and isinstance(target, ast.Tuple) and len(target.elts) == 2:
+            k, v = target.elts
+            if isinstance(k, ast.Name) and isinstance(v, ast.Name):
+                return _chain(it.func.value), k.id, v.id
+            return None, None, None
+        if it.func.attr == "keys" and isinstance(target, ast.Name):
+            return _chain(it.func.value), target.id, None
+        return None, None, None
+    if (
+        isinstance(it, ast.Call)
+        and isinstance(it.func, ast.Name)
+        and it.func.id == "range"
+        and len(it.args) == 1
+        and isinstance(it.args[0], ast.Call)
+        and isinstance(it.args[0].func, ast.Name)
+        and it.args[0].func.id == "len"
+        and len(it.args[0].args) == 1
+        and isinstance(target, ast.Name)
+    ):
+        return _chain(it.args[0].args[0]), target.id, None
+    if isinstance(target, ast.Name):
+        return _chain(it), target.id, None
+    return None, None, None
+
+
+def _chain(node: ast.expr) -> ast.expr | None:
+    ok = isinstance(node, (ast.Name, ast.Attribute)) or (
+        isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant)
+    )
+    return node if ok else None
 
 
 def indexing_operands(stmt: ast.stmt) -> Iterator[tuple[ast.expr, list[ast.expr], list[ast.expr]]]:

@@ -28,7 +28,7 @@ from ipydevice.collect import probe
 from ipydevice.collect.paths import Path
 from ipydevice.collect.scan import Scan
 
-__all__ = ["held_names", "prefer_held_roots", "shortest_held", "step_into"]
+__all__ = ["follow_path", "held_names", "prefer_held_roots", "shortest_held", "step_into"]
 
 #: Namespace names read for the identity index.
 _MAX_NAMES = 20_000
@@ -78,6 +78,28 @@ def step_into(obj: Any, step: tuple[str, Any]) -> tuple[bool, Any]:
         except (LookupError, TypeError):
             return False, None
     return False, None
+
+
+def follow_path(path: Path, namespace: Mapping[str, Any], children: int = 4096) -> Any:
+    """The object at ``path`` from the namespace, each step read without user code: a
+    submodule's step as the walk writes it (``heads['task1']``, ``trunk[2]``), else
+    :func:`step_into`; None when a step does not resolve."""
+    from ipydevice.collect.walk import module_children
+
+    try:
+        obj = namespace[path[0][1]]
+    except BaseException:
+        return None
+    for step in path[1:]:
+        if probe.is_module(obj):
+            obj = next((c for s, c in module_children(obj, children) if s == step), None)
+            if obj is None:
+                return None
+            continue
+        ok, obj = step_into(obj, step)
+        if not ok:
+            return None
+    return obj
 
 
 def _private(step: tuple[str, Any]) -> bool:

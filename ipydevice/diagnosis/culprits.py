@@ -28,6 +28,7 @@ from ipydevice.diagnosis.demands import demanded
 from ipydevice.diagnosis.indexed import indexed_follows
 from ipydevice.diagnosis.materials import state_dict_for
 from ipydevice.diagnosis.operands import named_operands
+from ipydevice.diagnosis.placed import placed_part
 from ipydevice.diagnosis.split import split_part
 from ipydevice.diagnosis.targets import choose_target, concrete, named_by_message, same_device
 from ipydevice.family import MessageFacts
@@ -80,6 +81,8 @@ class Analysis:
     failing_module: Entry | None = None
     #: the failing part's device, when the model is split across devices on purpose
     split: str = ""
+    #: the user's statement that put the failing part there (``enc.to('cpu')``)
+    placed: str = ""
     notes: tuple[str, ...] = ()
 
     @property
@@ -103,6 +106,10 @@ def analyse(
     analysis.failing_module = _failing_module(scan, views)
     analysis.top_module = _top_module(scan)
     analysis.split = split_part(scan, analysis.failing_module, analysis.top_module, views)
+    if not analysis.split:  # a part the user's own code put on the CPU
+        analysis.split, analysis.placed = placed_part(
+            analysis.failing_module, analysis.top_module, scan.namespace
+        )
     applied = demanded(facts, scan, views)
     followed = indexed_follows(applied, scan, views) if applied is not None else None
     if followed is not None:  # the indexed tensor goes where the computation is

@@ -19,8 +19,9 @@ import linecache
 import re
 from collections.abc import Iterator, Sequence
 
-from ipydevice.code.flow import discarded_moves, statements_before
+from ipydevice.code.flow import discarded_moves, loop_item_moves, statements_before
 from ipydevice.code.rewrite import segment
+from ipydevice.code.statements import chain_text
 from ipydevice.collect.cell import Cell, failed_cell, notebook_function
 from ipydevice.collect.frames import FrameView, owns_name, safe_value
 from ipydevice.collect.probe import is_tensor
@@ -28,6 +29,7 @@ from ipydevice.collect.probe import is_tensor
 __all__ = ["Discarded", "discarded", "explain_discarded", "mends_locally"]
 
 _BEFORE = 64  # statements read back from the failing one
+_ITEMS = 256  # items of a holder a loop moved, looked at
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -37,6 +39,8 @@ class Discarded:
     stmt: ast.Expr
     held: str
     call: str
+    #: the holder a loop moved the items of (``batch`` of ``batch[k]``), else ""
+    holder: str = ""
 
     @property
     def assigned(self) -> str:
@@ -59,6 +63,21 @@ def discarded(cell: Cell, objects: dict[int, object]) -> Iterator[tuple[int, Dis
             continue
         if "\n" not in call:
             yield id(value), Discarded(stmt, held, call)
+    # a loop's items, moved and dropped one by one (``batch[k] = batch[k].to(device)``)
+    for stmt, item, holder in loop_item_moves(statements_before(cell.tree, cell.stmt, _BEFORE)):
+        ok, value = safe_value(holder, frame)
+        if not ok:
+            continue
+        try:
+            call = segment(cell.lines, stmt.value)
+        except (IndexError, ValueError):
+            continue
+        items = dict.values(value) if type(value) is dict else value if type(value) is list else ()
+        for held_item in list(items)[:_ITEMS]:
+            key = id(held_item)
+            if key in objects and key not in seen and is_tensor(held_item) and "\n" not in call:
+                seen.add(key)
+                yield key, Discarded(stmt, item, call, chain_text(holder))
 
 
 #: a line that is only a move: ``x.to(device)``, ``batch['x'].cuda()`` (read before parsing)

@@ -17,16 +17,12 @@ from typing import Any
 
 from ipydevice.collect import probe
 from ipydevice.collect.paths import format_path
-from ipydevice.collect.roots import step_into
+from ipydevice.collect.roots import follow_path
 from ipydevice.collect.scan import Scan
-from ipydevice.collect.walk import module_children
 from ipydevice.diagnosis.culprits import Culprit
 from ipydevice.model import Finding
 
 __all__ = ["group_layers"]
-
-#: Submodules of one module looked at for one step of a path.
-_CHILDREN = 4096
 
 
 def group_layers(found: list[Culprit], scan: Scan, namespace: Mapping[str, Any]) -> list[Culprit]:
@@ -48,9 +44,9 @@ def group_layers(found: list[Culprit], scan: Scan, namespace: Mapping[str, Any])
     for path, culprits in by_layer.items():
         # a layer of a model (``model.heads['task1']``); a loss module held by its own
         # name keeps its tensors' names (``criterion.weight``: what the user passed it)
-        if len(path) < 2 or not probe.is_module(_follow(path[:-1], namespace)):
+        if len(path) < 2 or not probe.is_module(follow_path(path[:-1], namespace)):
             continue
-        layer = _follow(path, namespace)
+        layer = follow_path(path, namespace)
         tensors = _leaf_tensors(layer)
         if not tensors or {id(t) for t in tensors} != {id(c.entries[0].obj) for c in culprits}:
             continue
@@ -81,23 +77,6 @@ def group_layers(found: list[Culprit], scan: Scan, namespace: Mapping[str, Any])
         if group not in out:
             out.append(group)
     return out
-
-
-def _follow(path: tuple, namespace: Mapping[str, Any]) -> Any:
-    try:
-        obj = namespace[path[0][1]]
-    except BaseException:
-        return None
-    for step in path[1:]:
-        if probe.is_module(obj):  # a submodule's step as the walk writes it (``heads['task1']``)
-            obj = next((c for s, c in module_children(obj, _CHILDREN) if s == step), None)
-            if obj is None:
-                return None
-            continue
-        ok, obj = step_into(obj, step)
-        if not ok:
-            return None
-    return obj
 
 
 def _leaf_tensors(layer: Any) -> list[Any]:

@@ -35,6 +35,8 @@ class _Analysed(Protocol):
     def failing_module(self) -> Entry | None: ...
     @property
     def split(self) -> str: ...
+    @property
+    def placed(self) -> str: ...
 
 
 def choose_target(
@@ -91,10 +93,10 @@ def _evidence(
     if analysis.split:
         part = analysis.failing_module
         name = f"`{part.name}`" if part is not None else "the part that failed"
-        yield (
-            analysis.split,
-            f"where {name} is: the model moves between its parts' devices itself (split on purpose)",
-        )
+        why = "the model moves between its parts' devices itself (split on purpose)"
+        if analysis.placed:
+            why = f"your code put it there on purpose (`{analysis.placed}`)"
+        yield analysis.split, f"where {name} is: {why}"
     top = analysis.top_module
     if top is not None and top.module is not None:
         name = f"`{_root_name(top)}`"

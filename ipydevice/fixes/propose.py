@@ -513,14 +513,20 @@ def _cell_fix(
     for code in plan.code:
         new_lines.extend(code.splitlines())
     rewritten = insert_lines_before(cell.lines, cell.stmt, new_lines) if new_lines else cell.lines
-    for move in sorted(dropped.values(), key=lambda m: -m.stmt.lineno):
+    mends = list({id(m.stmt): m for m in dropped.values()}.values())  # (a loop's: one line)
+    for move in sorted(mends, key=lambda m: -m.stmt.lineno):
         rewritten = replace_span(rewritten, move.stmt, move.assigned)  # (lines above the insert)
     names = ", ".join(plan.names)
     if dropped:
-        assigned = " and ".join(f"`{m.assigned}`" for m in dropped.values())
+        assigned = " and ".join(f"`{m.assigned}`" for m in mends)
         also = f", and move {names} to {target}" if names else ""
         fix = cell_result(cell, rewritten, f"{_ASSIGN} {assigned} in the cell{also}")
-        moved = [Step("reassign", (("name", m.held),), target) for m in dropped.values()]
+        moved = [
+            Step("mapping", (("name", m.holder),), target)
+            if m.holder
+            else Step("reassign", (("name", m.held),), target)
+            for m in mends
+        ]
     else:
         fix = cell_result(
             cell, rewritten, f"Move {names} to {target} in the cell, before the line that failed"

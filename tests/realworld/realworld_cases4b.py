@@ -268,7 +268,6 @@ CASES: list[Case] = [
     ),
     Case(
         id="to-discarded-on-each-value-of-a-batch-dict",
-        xfail="issue 27 mechanism 8: the loop's dropped `batch[k].to(device)` is not mended in place; the fix rebuilds the batch in the namespace (it runs)",
         url="https://github.com/pytorch/tutorials/pull/1890",
         classes=(8,),
         setup="""

@@ -288,7 +288,6 @@ CASES: list[Case] = [
     ),
     Case(
         id="text-encoder-kept-in-host-memory-on-purpose",
-        xfail="issue 27 mechanism 7: an encoder kept on the CPU on purpose (said in a comment) is moved to openreg:0, where the case wants `tokens` on the CPU",
         url="https://github.com/Nerogar/mgds/pull/51",
         classes=(7,),
         setup=OPENREG
@@ -311,7 +310,6 @@ CASES: list[Case] = [
     ),
     Case(
         id="monai-autoencoder-decoder-offloaded-to-cpu",
-        xfail="issue 27 mechanism 7: a decoder offloaded to the CPU on purpose is moved to openreg:0, where the case wants `z` on the CPU",
         url="https://github.com/aksub99/molecular-vae/pull/9",
         classes=(7,),
         setup=OPENREG
