@@ -1060,7 +1060,10 @@ def test_devices_with_thousands_of_tensors_notes_truncation(ip: InteractiveShell
         start = time.process_time()
         inv = ip.run_line_magic("devices", "")
         str(inv)
-        assert time.process_time() - start < 2.0
+        # a guard against a walk of every tensor (minutes), not a speed test: the
+        # process's CPU time counts torch's threads and the other tests' work, and the
+        # speed is measured side by side by benchmarks/compare.py (`devices_100000_ms`)
+        assert time.process_time() - start < 30.0
         assert any("only the first" in note for note in inv.notes)
         assert "more" in str(inv)
     finally:
