@@ -516,3 +516,62 @@ def test_a_loops_dropped_moves_are_mended_in_the_loop(loop: str, mended: str):
     assert d.fixes[0].scope == "cell" and mended in d.fixes[0].code, str(d)
     assert ".to(dev).to(dev)" not in d.fixes[0].code
     _first_fix_runs(nb, d, cell, setup)
+
+
+def test_a_dict_models_part_placed_by_keyword_keeps_its_place():
+    """Not ``.cpu()`` of an attribute: ``.to(device='cpu')`` of a ``ModuleDict``'s item,
+    and the layer that failed is a torch layer called by its key (not a scan entry of
+    its own): the input goes to the part, the model stays."""
+    nb = Notebook()
+    nb.run(
+        PRELUDE + "m = nn.ModuleDict({'enc': nn.Linear(3, 3), 'dec': nn.Linear(3, 2)}).to(dev)\n"
+    )
+    nb.run("m['dec'].to(device='cpu')\n")
+    nb.run("h = m['enc'](torch.randn(2, 3, device=dev))\n")
+    cell = "o = m['dec'](h)\n"
+    d = ipydevice.diagnose(nb.fails(cell), namespace=nb.ns)
+    assert d.culprits[0].name == "h" and d.target == "cpu", str(d)
+    assert "m['dec'].to(device='cpu')" in d.target_reason
+    _first_fix_runs(nb, d, cell)
+
+
+def test_a_functions_loop_over_a_temporary_list_is_mended_where_it_is_defined():
+    """The dropped ``xs[j].to(dev)`` is in a function an earlier cell defined, over a
+    list the failing call builds (no name holds it): the function's line is mended,
+    though torch's frames run code of a user's module file inside the call."""
+    setup = """
+        w = nn.Linear(3, 1).to(dev)
+        def go(xs):
+            for j in range(len(xs)):
+                xs[j].to(dev)
+            return w(xs[0]) + w(xs[1])
+        """
+    cell = "y = go([torch.randn(2, 3), torch.randn(2, 3)])\n"
+    nb, d = _session(setup, cell)
+    assert d.culprits[0].name == "xs[0] in go" and "drops its result" in d.culprits[0].why
+    assert d.fixes[0].scope == "source" and d.fixes[0].code.strip() == "xs[j] = xs[j].to(dev)"
+    _first_fix_runs(nb, d, cell, setup)
+
+
+def test_a_remade_generators_other_holders_are_named_in_its_fix():
+    """A sampler given the same generator keeps the old one (a sampler draws on the
+    CPU): the fix's code says so, and its title that the numbers start over."""
+    setup = """
+        class Jitter(nn.Module):
+            def __init__(self, rng):
+                super().__init__()
+                self.rng = rng
+
+            def forward(self, h):
+                return h + torch.randn(h.shape, generator=self.rng, device=h.device)
+
+        jit = Jitter(torch.Generator().manual_seed(5)).to(dev)
+        sampler = torch.utils.data.RandomSampler(range(8), generator=jit.rng)
+        """
+    _, d = _session(setup, "out = jit(torch.ones(2, device=dev))\n")
+    fix = d.fixes[0]
+    assert d.culprits[0].kind == "generator" and fix.steps[0].action == "remake_generator"
+    assert "numbers start over" in fix.title, fix
+    # (named by the first holder the namespace walk meets; the other one is told)
+    other = ({"jit.rng", "sampler.generator"} - {d.culprits[0].name}).pop()
+    assert fix.code.splitlines()[1] == f"# `{other}` still holds the old generator", fix.code

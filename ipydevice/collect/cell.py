@@ -77,11 +77,15 @@ def notebook_function(views: list[FrameView]) -> Cell | None:
     top = next((v for v in views if v.is_user and v.is_module_level), None)
     if top is None or not is_generated_source(top.summary.filename):
         return None
-    inner = next((v for v in reversed(views) if v.is_user), None)
+    # (a user's .py helper that torch called back, a hook in a module file, is not
+    # where the cell's function failed: the innermost frame of a cell's code is)
+    inner = next(
+        (v for v in reversed(views) if v.is_user and is_generated_source(v.summary.filename)),
+        None,
+    )
     if inner is None or inner is top or inner.is_module_level or is_wrapped(inner):
         return None  # (a wrapper's code, ``%timeit``'s ``inner``, has no cell of its own)
-    filename = inner.summary.filename
-    if not is_generated_source(filename) or filename == top.summary.filename:
+    if inner.summary.filename == top.summary.filename:
         return None
     return _function_cell(inner)
 

@@ -108,7 +108,7 @@ def analyse(
     analysis.split = split_part(scan, analysis.failing_module, analysis.top_module, views)
     if not analysis.split:  # a part the user's own code put on the CPU
         analysis.split, analysis.placed = placed_part(
-            analysis.failing_module, analysis.top_module, scan.namespace
+            _forward_owner(views), analysis.top_module, scan.namespace
         )
     applied = demanded(facts, scan, views)
     followed = indexed_follows(applied, scan, views) if applied is not None else None
@@ -191,6 +191,16 @@ def _failing_module(scan: Scan, views: list[FrameView]) -> Entry | None:
             and id(owner) in scan.entries
         ):
             return scan.entries[id(owner)]
+    return None
+
+
+def _forward_owner(views: list[FrameView]) -> Any:
+    """The module whose ``forward`` ran innermost, a scan entry or not (a layer of a
+    ``ModuleDict`` called as ``m['dec'](h)`` is its model's part, not an entry)."""
+    for view in reversed(views):
+        owner = view.self_module
+        if owner is not None and view.frame.f_code.co_name == "forward":
+            return owner
     return None
 
 

@@ -38,22 +38,20 @@ _SUBMODULES = 2048
 _CPU_MOVE = re.compile(r"\.(?:cpu\(\)|to\(\s*(?:device\s*=\s*)?['\"]cpu['\"])")
 
 
-def placed_part(
-    failing: Entry | None, top: Entry | None, namespace: Mapping[str, Any]
-) -> tuple[str, str]:
-    """``(device, statement)`` when the module that failed was put on the CPU by a
-    statement of the user's (see module docstring), else ``("", "")``. The statement
-    must be about the model the failing call ran (``top``) or a part of it: a layer
-    another model shares, moved back by that model's ``.to('cpu')``, was not placed."""
-    if failing is None or failing.module is None or failing.module.majority() != "cpu":
-        return "", ""
-    if top is None:
+def placed_part(failing: Any, top: Entry | None, namespace: Mapping[str, Any]) -> tuple[str, str]:
+    """``(device, statement)`` when the module whose forward failed (``failing``)
+    was put on the CPU by a statement of the user's (see module docstring), else
+    ``("", "")``. The statement must be about the model the failing call ran
+    (``top``) or a part of it: a layer another model shares, moved back by that
+    model's ``.to('cpu')``, was not placed."""
+    if failing is None or top is None or _majority(failing) != "cpu":
         return "", ""
     cells = [f for f in list(linecache.cache) if is_cell_file(f)][-_CELLS:]
     for filename in reversed(cells):
-        for path, text in _cpu_moves(filename, len(linecache.getlines(filename))):
+        lines = linecache.getlines(filename)
+        for path, text in _cpu_moves(filename, sum(map(len, lines))):
             placed = follow_path(path, namespace)
-            if placed is not None and _holds(placed, failing.obj) and _holds(top.obj, placed):
+            if placed is not None and _holds(placed, failing) and _holds(top.obj, placed):
                 return "cpu", text
     return "", ""
 
@@ -61,7 +59,8 @@ def placed_part(
 @functools.lru_cache(maxsize=256)
 def _cpu_moves(filename: str, size: int) -> tuple[tuple[Path, str], ...]:
     """The module paths a cell moves to the CPU in statements of their own (a cell's
-    source never changes; ``size`` tells a name given new source)."""
+    source never changes; ``size``, its length in characters, tells a name given new
+    source)."""
     source = "".join(linecache.getlines(filename))
     if not _CPU_MOVE.search(source):
         return ()
@@ -90,6 +89,22 @@ def _to_cpu(call: ast.Call) -> bool:
         return False
     values = [*call.args[:1], *(k.value for k in call.keywords if k.arg == "device")]
     return any(isinstance(v, ast.Constant) and v.value == "cpu" for v in values)
+
+
+def _majority(module: Any) -> str:
+    """The device most of ``module``'s tensors (its own and its submodules', a
+    bounded walk) are on; ``""`` when it has none."""
+    counts: dict[str, int] = {}
+    queue, seen = [module], 0
+    while queue and seen < _SUBMODULES:
+        for _, child in module_children(queue.pop(), _SUBMODULES):
+            seen += 1
+            if probe.is_module(child):
+                queue.append(child)
+            elif probe.is_tensor(child):
+                device = probe.placement(child)[0]
+                counts[device] = counts.get(device, 0) + 1
+    return max(counts, key=counts.__getitem__) if counts else ""
 
 
 def _holds(placed: Any, failing: Any) -> bool:

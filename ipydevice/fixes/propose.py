@@ -100,7 +100,7 @@ def _propose(
     moves = _namespace_fix(plan, target) if plan.steps else None
     if moves is not None:
         fixes.append(moves)
-    fixes.extend(remake_fixes(analysis, target))  # a generator: made again, not moved
+    fixes.extend(remake_fixes(analysis, target, scan.namespace))  # made again, not moved
     if family_fix is not None:
         fixes.append(family_fix)
     # A loop in a function an earlier cell defined: its locals are moved there.
