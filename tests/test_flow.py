@@ -16,14 +16,8 @@ import pytest
 from cells import Notebook
 
 import ipydevice
-from ipydevice.code.flow import (
-    Known,
-    discarded_moves,
-    first_clash,
-    indexing_operands,
-    statements_before,
-    statements_from,
-)
+from ipydevice.code.flow import Known, discarded_moves, first_clash, indexing_operands
+from ipydevice.code.order import statements_before, statements_from
 from ipydevice.diagnosis.devices import same_device
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "realworld"))
@@ -114,7 +108,8 @@ def test_statements_around_the_failing_one_and_dropped_moves():
     )
     inner = tree.body[1].body[1]
     after = [s.lineno for s in statements_from(tree, inner, 10)]
-    assert after == [4, 5, 6, 7]  # its body's rest, then what follows the loop
+    # its body's rest, the loop's next round up to it, then what follows the loop
+    assert after == [4, 5, 3, 6, 7]
     before = [s.lineno for s in statements_before(tree, inner, 10)]
     assert before == [3, 1]
     assert [text for _, text in discarded_moves(tree.body[1].body)] == ["c"]

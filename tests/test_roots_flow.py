@@ -575,3 +575,262 @@ def test_a_remade_generators_other_holders_are_named_in_its_fix():
     # (named by the first holder the namespace walk meets; the other one is told)
     other = ({"jit.rng", "sampler.generator"} - {d.culprits[0].name}).pop()
     assert fix.code.splitlines()[1] == f"# `{other}` still holds the old generator", fix.code
+
+
+def test_an_augmented_assignments_target_is_read_as_an_operand():
+    """``running += ...`` reads ``running`` before it writes it: a CPU accumulator at a
+    cell's top level is the culprit (not only the right-hand side's tensors)."""
+    setup = """
+        enc = nn.Linear(3, 4).to(dev)
+        running = torch.zeros(4)
+        """
+    cell = "running += enc(torch.randn(2, 3, device=dev)).mean(0)\n"
+    nb, d = _session(setup, cell)
+    assert d.culprits[0].name == "running" and d.target == "openreg:0", str(d)
+    _first_fix_runs(nb, d, cell, setup)
+
+
+def test_a_cells_loop_variable_is_named_by_what_the_loop_runs_over():
+    """Not ``zip(grad_accum, ...)``: the values of a dict's ``.items()``, updated in
+    place; the loop variable left bound (``s``) is one round's element, named
+    ``stats['mean']``, and one fix moves every element."""
+    setup = """
+        enc = nn.Linear(3, 4).to(dev)
+        stats = {'mean': torch.zeros(4), 'sq': torch.zeros(4)}
+        """
+    cell = """
+        h = enc(torch.randn(2, 3, device=dev))
+        for key, s in stats.items():
+            s.add_(h.mean(0) if key == 'mean' else (h * h).mean(0))
+        """
+    nb, d = _session(setup, cell)
+    assert d.culprits[0].name == "stats['mean']", str(d)
+    _first_fix_runs(nb, d, cell, setup)
+
+
+def test_a_loops_next_round_tells_where_an_indexed_accumulator_belongs():
+    """A histogram on the CPU indexed by a model's predictions inside a ``while`` loop
+    (not a ``for`` over a loader): the failing line is the loop's last, but its next
+    round runs the model on the device again, so the histogram follows the
+    predictions (not the predictions to the CPU)."""
+    setup = """
+        head = nn.Linear(3, 5).to(dev)
+        hist = torch.zeros(5)
+        """
+    cell = """
+        step = 0
+        while step < 2:
+            tok = head(torch.randn(4, 3, device=dev)).argmax(1)
+            hist[tok] += 1
+            step += 1
+        """
+    nb, d = _session(setup, cell)
+    assert d.culprits[0].name == "hist" and d.target == "openreg:0", str(d)
+    _first_fix_runs(nb, d, cell, setup)
+
+
+def test_a_class_attribute_of_a_class_with_a_metaclass_is_read():
+    """``Table.LUT`` where ``Table``'s metaclass is not ``type`` (as
+    ``torch.autograd.Function``'s is not): read from the class dicts, named as written."""
+    setup = """
+        class Registry(type):
+            pass
+
+        class Table(metaclass=Registry):
+            LUT = torch.linspace(0, 1, 4)
+
+        def scale(x):
+            return x * Table.LUT
+        """
+    cell = "y = scale(torch.ones(4, device=dev))\n"
+    nb, d = _session(setup, cell)
+    assert d.culprits[0].name == "Table.LUT", str(d)
+    _first_fix_runs(nb, d, cell, setup)
+
+
+def test_a_frame_that_hides_itself_from_tracebacks_is_not_read():
+    """``__tracebackhide__ = True`` (IPython's and pytest's convention): the frame is
+    left out of the diagnosis, so the cell's own function is the innermost one."""
+    from ipydevice.collect.frames import walk_frames
+
+    nb = Notebook()
+    nb.run(
+        PRELUDE
+        + textwrap.dedent(
+            """
+            def call_hidden(fn, *args):
+                __tracebackhide__ = True
+                return fn(*args)
+
+            def mix(a, b):
+                return call_hidden(torch.add, a, b)
+            """
+        )
+    )
+    exc = nb.fails("mix(torch.ones(2, device=dev), torch.ones(2))\n")
+    labels = [v.label for v in walk_frames(exc.__traceback__, 50)]
+    assert "mix" in labels and "call_hidden" not in labels, labels
+
+
+def test_a_view_of_a_parameter_dicts_late_entry_is_named_by_the_entry():
+    """Not a ``ParameterList`` read by a number: a ``ParameterDict`` entry added after
+    ``.to()``, read by a variable key and viewed (``unsqueeze``) in ``forward``: named
+    ``model.scales['fr']`` as its ``[]`` reads it, and the model is what moves."""
+    setup = """
+        class Scaled(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.scales = nn.ParameterDict({'en': nn.Parameter(torch.ones(4))})
+                self.proj = nn.Linear(4, 4)
+
+            def forward(self, x, lang):
+                s = self.scales[lang].unsqueeze(0)
+                return self.proj(x) * s
+
+        model = Scaled().to(dev)
+        model.scales['fr'] = nn.Parameter(torch.ones(4))
+        """
+    cell = "y = model(torch.randn(2, 4, device=dev), 'fr')\n"
+    nb, d = _session(setup, cell)
+    assert d.culprits[0].name == "model.scales['fr']", str(d)
+    _first_fix_runs(nb, d, cell, setup)
+
+
+def test_a_layer_with_a_tensorless_submodule_added_after_to_is_one_module():
+    """Not e3nn's traced graph: a task head holding its weight and an activation
+    module, added to a ``ModuleDict`` after ``.to()``, its weight read by the model's
+    own ``forward`` (no frame of the head runs): named ``net.heads['b']``."""
+    setup = """
+        import torch.nn.functional as F
+
+        class Head(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.w = nn.Parameter(torch.randn(2, 4))
+                self.act = nn.GELU()
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.body = nn.Linear(4, 4)
+                self.heads = nn.ModuleDict({'a': Head()})
+
+            def forward(self, x, task):
+                return self.heads[task].act(F.linear(self.body(x), self.heads[task].w))
+
+        net = Net().to(dev)
+        net.heads['b'] = Head()
+        """
+    cell = "y = net(torch.randn(3, 4, device=dev), 'b')\n"
+    nb, d = _session(setup, cell)
+    assert d.culprits[0].name == "net.heads['b']" and d.culprits[0].kind == "module", str(d)
+    _first_fix_runs(nb, d, cell, setup)
+
+
+def test_a_loss_in_a_models_plain_list_is_named_as_a_module_and_moved_there():
+    """Not a generator expression over ``zip``: weighted NLL losses a model keeps in a
+    plain list, called by index in a loop, the message naming their ``weight``:
+    named ``model.losses[0]`` (the module, not its weight), and the first fix
+    reaches the list, which ``model.to()`` would leave on the CPU."""
+    setup = """
+        import torch.nn.functional as F
+
+        class Tagger(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.proj = nn.Linear(4, 3)
+                self.losses = [nn.NLLLoss(weight=torch.ones(3)) for _ in range(2)]
+
+            def total(self, x, ys):
+                logp = F.log_softmax(self.proj(x), -1)
+                out = 0
+                for i in range(len(self.losses)):
+                    out = out + self.losses[i](logp, ys[i])
+                return out
+
+        model = Tagger().to(dev)
+        """
+    cell = "loss = model.total(torch.randn(2, 4, device=dev), torch.zeros(2, 2, dtype=torch.long, device=dev))\n"
+    nb, d = _session(setup, cell)
+    assert d.culprits[0].name == "model.losses[0]", str(d)
+    assert d.fixes[0].code != "model.to(dev)", d.fixes[0]
+    _first_fix_runs(nb, d, cell, setup)
+
+
+def test_a_dropped_move_in_the_function_that_called_the_failing_forward_is_mended():
+    """Not a train step's timesteps: an evaluation helper drops ``mask.to(dev)``, and
+    the model's own ``forward`` (another cell's code, further in) is where it fails:
+    the helper's line is mended and the mask named as the helper reads it."""
+    setup = """
+        class Masked(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.proj = nn.Linear(4, 4)
+
+            def forward(self, x, mask):
+                return self.proj(x).masked_fill(mask, 0.0)
+
+        model = Masked().to(dev)
+
+        def evaluate(x):
+            mask = x.abs() > 5
+            mask = mask.cpu()
+            mask.to(dev)
+            return model(x, mask)
+        """
+    cell = "out = evaluate(torch.randn(2, 4, device=dev))\n"
+    nb, d = _session(setup, cell)
+    assert d.culprits[0].name == "mask in evaluate", str(d)
+    assert d.fixes[0].code.strip() == "mask = mask.to(dev)", d.fixes[0]
+    _first_fix_runs(nb, d, cell, setup)
+
+
+def test_a_config_that_keeps_each_value_in_a_node_is_read_by_attribute():
+    """Not OmegaConf: a config class of a user's framework that is a ``Mapping``,
+    keeps sections and value nodes in a private ``_items`` dict and serves them as
+    attributes: the tensor in a node is named ``opts.data.mean`` as the user reads
+    it (not ``opts['data']``, not the section as a computing object), and moved there."""
+    setup = """
+        from collections.abc import Mapping
+
+        class Node:
+            def __init__(self, value, parent):
+                self._value, self._parent, self._flags = value, parent, {}
+
+        class Opts(Mapping):
+            def __init__(self, parent=None, **values):
+                object.__setattr__(self, '_parent', parent)
+                object.__setattr__(self, '_items', {})
+                for k, v in values.items():
+                    self[k] = v
+
+            def __setitem__(self, key, value):
+                self._items[key] = value if isinstance(value, Opts) else Node(value, self)
+
+            def __getitem__(self, key):
+                item = self._items[key]
+                return item if isinstance(item, Opts) else item._value
+
+            def __getattr__(self, key):
+                try:
+                    return self[key]
+                except KeyError:
+                    raise AttributeError(key) from None
+
+            def __setattr__(self, key, value):
+                self[key] = value
+
+            def __iter__(self):
+                return iter(self._items)
+
+            def __len__(self):
+                return len(self._items)
+
+        opts = Opts(data=Opts(mean=torch.zeros(3), scale=2.0))
+        object.__setattr__(opts['data'], '_parent', opts)  # a section points back
+        enc = nn.Linear(3, 3).to(dev)
+        """
+    cell = "z = enc(torch.randn(2, 3, device=dev) - opts.data.mean)\n"
+    nb, d = _session(setup, cell)
+    assert d.culprits[0].name == "opts.data.mean", str(d)
+    _first_fix_runs(nb, d, cell, setup)

@@ -29,7 +29,7 @@ import ast
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
-from ipydevice.code.statements import chain_text, iter_statements
+from ipydevice.code.statements import chain_text
 
 __all__ = [
     "FACTORIES",
@@ -41,8 +41,6 @@ __all__ = [
     "first_clash",
     "indexing_operands",
     "loop_item_moves",
-    "statements_before",
-    "statements_from",
 ]
 
 
@@ -89,97 +87,6 @@ INDEXING = {
 }  # fmt: skip
 _MOVES = frozenset({"to", "cuda", "cpu"})
 _NOT_TENSORS = frozenset({"item", "tolist", "numpy", "size", "dim", "numel", "data_ptr"})
-
-
-def statements_from(tree: ast.AST, stmt: ast.stmt, limit: int) -> list[ast.stmt]:
-    """``stmt`` and the statements that run after it, in order: the rest of its body
-    and of every body around it (a loop's body once), at most ``limit``."""
-    out: list[ast.stmt] = []
-    for body, index, current in _around(tree, stmt):
-        rest = body[index:] if current is stmt else body[index + 1 :]
-        out.extend(_flatten(rest, limit - len(out)))
-        if len(out) >= limit:
-            break
-    return out[:limit]
-
-
-def statements_before(tree: ast.AST, stmt: ast.stmt, limit: int) -> list[ast.stmt]:
-    """The statements that ran before ``stmt`` in its scope, nearest first: the earlier
-    ones of its body and of every body around it (their compound statements whole),
-    at most ``limit``."""
-    out: list[ast.stmt] = []
-    for body, index, _ in _around(tree, stmt):
-        out.extend(reversed(_flatten(body[:index], limit)))
-        if len(out) >= limit:
-            break
-    return out[:limit]
-
-
-def _around(tree: ast.AST, stmt: ast.stmt) -> Iterator[tuple[list[ast.stmt], int, ast.AST]]:
-    """``(body, index, statement)``: ``stmt`` in its body, then each compound statement
-    around it in its own, innermost first, up to the function (or class) it is in."""
-    current: ast.AST = stmt
-    for parent in reversed(_enclosing(tree, stmt)):
-        for body in _bodies(parent):
-            index = next((i for i, s in enumerate(body) if s is current), None)
-            if index is not None:
-                yield body, index, current
-                break
-        if isinstance(parent, _SCOPES):
-            return  # (a function's statements end where it returns)
-        current = parent
-
-
-_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
-
-
-def _enclosing(tree: ast.AST, stmt: ast.stmt) -> list[ast.AST]:
-    """The nodes with bodies around ``stmt``, outermost first (``tree`` included)."""
-    path: list[ast.AST] = [tree]
-    node: ast.AST = tree
-    while True:
-        inner = next(
-            (
-                s
-                for body in _bodies(node)
-                for s in body
-                if s is not stmt
-                and s.lineno <= stmt.lineno <= (s.end_lineno or s.lineno)
-                and _inside(s, stmt)
-            ),
-            None,
-        )
-        if inner is None:
-            return path
-        path.append(inner)
-        node = inner
-
-
-def _inside(node: ast.AST, stmt: ast.stmt) -> bool:
-    return any(s is stmt for s in iter_statements(node))
-
-
-def _bodies(node: ast.AST) -> list[list[ast.stmt]]:
-    out = []
-    for name in ("body", "orelse", "finalbody"):
-        items = getattr(node, name, None)
-        if type(items) is list and items and isinstance(items[0], ast.stmt):
-            out.append(items)
-    for handler in getattr(node, "handlers", None) or ():
-        out.append(handler.body)
-    return out
-
-
-def _flatten(stmts: Iterable[ast.stmt], limit: int) -> list[ast.stmt]:
-    out: list[ast.stmt] = []
-    for stmt in stmts:
-        if len(out) >= limit:
-            break
-        out.append(stmt)
-        if not isinstance(stmt, _SCOPES):
-            for body in _bodies(stmt):
-                out.extend(_flatten(body, limit - len(out)))
-    return out[:limit]
 
 
 class Flow:

@@ -134,7 +134,8 @@ def load_chains(stmt: ast.stmt) -> list[ast.expr]:
     """The names and chains a statement's own line reads (``batch['x']`` whole, not
     ``batch``), in the order Python evaluates them (source order), not
     ``ast.walk``'s breadth first: ``x * gamma + beta`` meets ``gamma`` before
-    ``beta``, ``scores.masked_fill(mask, ...) + bias`` ``mask`` before ``bias``."""
+    ``beta``, ``scores.masked_fill(mask, ...) + bias`` ``mask`` before ``bias``; an
+    augmented assignment's target is read too."""
     out: list[ast.expr] = []
     for part in header_nodes(stmt):
         inner = {
@@ -147,6 +148,10 @@ def load_chains(stmt: ast.stmt) -> list[ast.expr]:
             and isinstance(node, (ast.Name, ast.Attribute, ast.Subscript))
             and isinstance(getattr(node, "ctx", None), ast.Load)
         )
+    if isinstance(stmt, ast.AugAssign) and isinstance(
+        stmt.target, (ast.Name, ast.Attribute, ast.Subscript)
+    ):
+        out.append(stmt.target)  # ``acc += g`` reads ``acc`` first
     out.sort(key=lambda n: (getattr(n, "lineno", 0), getattr(n, "col_offset", 0)))
     return out
 

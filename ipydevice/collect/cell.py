@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import copy
 import linecache
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from ipydevice.code.cells import is_generated_source
@@ -21,7 +22,15 @@ from ipydevice.collect.frames import FrameView, failing_statement, frame_tree
 from ipydevice.collect.wrapped import is_wrapped
 from ipydevice.model import Fix
 
-__all__ = ["Cell", "as_typed", "calls_in", "cell_result", "failed_cell", "notebook_function"]
+__all__ = [
+    "Cell",
+    "as_typed",
+    "calls_in",
+    "cell_result",
+    "failed_cell",
+    "notebook_function",
+    "notebook_functions",
+]
 
 
 @dataclass(eq=False)
@@ -74,20 +83,27 @@ def notebook_function(views: list[FrameView]) -> Cell | None:
     that failed (``def train_epoch(): for xb, yb in loader: ...`` of In [2], called
     by ``total = train_epoch()``): its lines are where the failing statement is, so
     a fix that changes its locals is a source edit of that cell, as in a script."""
+    return next(notebook_functions(views), None)
+
+
+def notebook_functions(views: list[FrameView]) -> Iterator[Cell]:
+    """Each function on the stack defined in another notebook cell than the one that
+    failed, innermost first, up to the first frame that is not one (``forward`` of
+    In [3], then ``train_step`` of In [3] that called it): a user's .py helper that
+    torch called back, or a hook in a module file, is passed over."""
     top = next((v for v in views if v.is_user and v.is_module_level), None)
     if top is None or not is_generated_source(top.summary.filename):
-        return None
-    # (a user's .py helper that torch called back, a hook in a module file, is not
-    # where the cell's function failed: the innermost frame of a cell's code is)
-    inner = next(
-        (v for v in reversed(views) if v.is_user and is_generated_source(v.summary.filename)),
-        None,
-    )
-    if inner is None or inner is top or inner.is_module_level or is_wrapped(inner):
-        return None  # (a wrapper's code, ``%timeit``'s ``inner``, has no cell of its own)
-    if inner.summary.filename == top.summary.filename:
-        return None
-    return _function_cell(inner)
+        return
+    for inner in reversed(views):
+        if not inner.is_user or not is_generated_source(inner.summary.filename):
+            continue
+        if inner is top or inner.is_module_level or is_wrapped(inner):
+            return  # (a wrapper's code, ``%timeit``'s ``inner``, has no cell of its own)
+        if inner.summary.filename == top.summary.filename:
+            return
+        cell = _function_cell(inner)
+        if cell is not None:
+            yield cell
 
 
 def _cell_of(view: FrameView) -> Cell | None:

@@ -117,6 +117,9 @@ def walk_frames(tb: TracebackType | None, limit: int) -> list[FrameView]:
     views: list[FrameView] = []
     while tb is not None:
         frame, lineno = tb.tb_frame, tb.tb_lineno or 0
+        if _hidden(frame):
+            tb = tb.tb_next
+            continue
         code = frame.f_code
         filename = code.co_filename
         label = _qualname(frame)
@@ -129,6 +132,16 @@ def walk_frames(tb: TracebackType | None, limit: int) -> list[FrameView]:
     # (IPython's run_code, runpy, a test harness), not to the user's computation.
     top = next((i for i, v in enumerate(views) if v.is_user and v.is_module_level), 0)
     return views[top:][-limit:]
+
+
+def _hidden(frame: FrameType) -> bool:
+    """A function frame that hides itself from tracebacks (``__tracebackhide__ =
+    True``, as IPython's and pytest's tracebacks honour): a wrapper's, or a kernel
+    written in Python for what is C++ elsewhere; its locals are not the user's."""
+    if is_top_level(frame.f_code.co_name) or "__tracebackhide__" not in frame.f_code.co_varnames:
+        return False
+    value = _frame_local(frame, "__tracebackhide__")
+    return value is True or (type(value) is int and value != 0)
 
 
 def is_top_level(co_name: str) -> bool:
@@ -305,7 +318,8 @@ def _attribute(base: Any, name: str) -> tuple[bool, Any]:
                 return True, tuple.__getitem__(base, fields.index(name))
         # a class attribute along the MRO (``self.MEAN`` kept by a base class), when
         # it is plain data: a descriptor's value would be user code
-        stored = own_attribute(base if type(base) is type else type(base), name)
+        # (a class of a metaclass, ``torch.autograd.Function``'s, is a class too)
+        stored = own_attribute(base if issubclass(type(base), type) else type(base), name)
         if stored is not None and probe.class_attribute(type(stored), "__get__") is None:
             return True, stored
     except BaseException as caught:

@@ -56,6 +56,22 @@ def name_owners(scan: Scan, namespace: Mapping[str, Any], only: set[int]) -> boo
             views[id(base)] = alias
     if not aliases:
         return found
+    # a view of a tensor a module scanned already registers (``self.prompts[task]
+    # .expand(...)`` in its forward, the module on the failing line)
+    scanned = [
+        (e.path, e.module) for e in scan.entries.values() if e.module is not None and e.named
+    ]
+    for owned, view_of in scanned if views else ():
+        for rel, tensor, _ in view_of.registered:
+            view = views.get(id(tensor))
+            if view is None or id(view.obj) not in aliases:
+                continue
+            source = scan.entries.get(id(tensor)) or scan.add(
+                tensor, (*owned, *rel), "namespace", named=True, user=True
+            )
+            if source is not None:
+                del views[id(tensor)], aliases[id(view.obj)]
+                found |= take_over(scan, view, tensor)
     for path, module, _ in _modules(scan, namespace):
         if scan._spent() or not aliases:
             break

@@ -9,6 +9,11 @@ object a name or attribute chain of the loop's iterable resolves to, without
 running code (``metrics`` of ``metrics.items()``, ``a`` and ``b`` of
 ``zip(a, b)``). Part of the naming stage
 (:func:`ipydevice.pipeline.engine.name_in_depth`).
+
+A loop variable of a cell's own loop is a namespace name too (``for acc, p in
+zip(grad_accum, params)`` leaves ``acc`` bound), but only for the round that
+failed: :func:`name_loop_items` names the element by the container the loop runs
+over (``grad_accum[0]``), where a fix reaches every round's element.
 """
 
 from __future__ import annotations
@@ -17,12 +22,12 @@ import ast
 from collections.abc import Callable
 from typing import Any
 
-from ipydevice.code.statements import iter_statements, statement_at
+from ipydevice.code.statements import chain_path, iter_statements, statement_at
 from ipydevice.collect.frames import FrameView, frame_tree, safe_value
 from ipydevice.collect.scan import Entry, Scan
 from ipydevice.collect.walk import container_items
 
-__all__ = ["add_siblings"]
+__all__ = ["add_siblings", "name_loop_items"]
 
 
 def add_siblings(
@@ -94,3 +99,50 @@ def _chains(node: ast.AST, view: FrameView) -> list[Any]:
             if ok and value is not None:
                 out.append(value)
     return out
+
+
+def name_loop_items(scan: Scan, views: list[FrameView], only: set[int]) -> bool:
+    """Renames each wanted entry named by a loop variable of a cell's loop around
+    its failing statement to its place in the container the loop runs over (see
+    module docstring). Returns True when one was renamed."""
+    renamed = False
+    for view in views:
+        if not view.is_user or not view.is_module_level:
+            continue
+        parsed = frame_tree(view)
+        stmt = statement_at(parsed[0], view.lineno - parsed[1]) if parsed is not None else None
+        if parsed is None or stmt is None:
+            continue
+        for loop in iter_statements(parsed[0]):
+            if not isinstance(loop, (ast.For, ast.AsyncFor)) or not (
+                loop.lineno <= stmt.lineno <= (loop.end_lineno or loop.lineno)
+            ):
+                continue
+            names = {n.id for n in ast.walk(loop.target) if isinstance(n, ast.Name)}
+            for key, entry in list(scan.entries.items()):
+                if key not in only or len(entry.path) != 1 or entry.path[0][0] != "name":
+                    continue
+                if entry.path[0][1] not in names:
+                    continue
+                place = _place_in(entry.obj, loop.iter, view, scan.settings.max_items)
+                if place is not None:
+                    path, container = place
+                    scan._rename(entry, path)
+                    entry.container, renamed = container, True
+    return renamed
+
+
+def _place_in(obj: Any, iterable: ast.expr, view: FrameView, limit: int) -> Any:
+    """``(path, container)`` of ``obj`` in a container the loop's iterable names
+    (``xs`` of ``xs``, ``zip(xs, ys)``, ``enumerate(xs)``), by identity."""
+    for node in ast.walk(iterable):
+        path = chain_path(node) if isinstance(node, (ast.Name, ast.Attribute)) else None
+        if path is None:
+            continue
+        ok, container = safe_value(node, view.frame)
+        if not ok:
+            continue
+        for step, child in container_items(container, limit) or []:
+            if child is obj:
+                return (*path, step), container
+    return None

@@ -18,9 +18,11 @@ from ipydevice.collect.paths import Path, format_path
 from ipydevice.collect.walk import (
     child_step,
     held_modules,
+    indexing,
     named_items,
     only_usual_attributes,
     public_items,
+    tensor_step,
 )
 from ipydevice.settings import Settings
 
@@ -173,11 +175,14 @@ class ModuleWalks:
             table = state.get(slot)
             if type(table) is dict and not table:
                 continue  # an empty registry (most modules' buffers): no call
+            # (``prompts[1]`` of a ParameterList, as its ``[]`` reads it)
+            how = indexing(type(module)) if kind == "parameter" else ""
             for name, tensor in named_items(table, limit):
                 if tensor is None:
                     continue  # ``bias=False`` registers None
                 if id(type(tensor)) in tensor_types or self._is_tensor(tensor):
-                    registered.append(((*rel, ("attr", name)), tensor, kind))
+                    step = tensor_step(how, name) if how else ("attr", name)
+                    registered.append(((*rel, step), tensor, kind))
             if type(table) is dict and len(table) > limit:
                 self._count_rest(table, rel, kind, limit, view)
         children: list[tuple[Any, Path]] = []

@@ -121,8 +121,9 @@ def indexing(kind: type) -> str:
     ``__getitem__`` it inherits (no user code runs): torch's list-like containers
     take a number: a ``ModuleList`` (and its subclasses, such as the
     ``ParametrizationList`` of ``lin.parametrizations.weight``) reads the submodule
-    registered under that number, a ``Sequential`` the one at that position; a
-    ``ModuleDict`` takes the key; a class with a ``[]`` of its own,
+    registered under that number, a ``ParameterList`` the parameter, a
+    ``Sequential`` the one at that position; a ``ModuleDict`` (and a
+    ``ParameterDict``) takes the key; a class with a ``[]`` of its own,
     or none, is read through attributes (``getattr(block, '0')``)."""
     found = _INDEXING.get(id(kind))
     if found is not None and found[0]() is kind:
@@ -132,11 +133,11 @@ def indexing(kind: type) -> str:
     getitem = own_attribute(kind, "__getitem__")
     if torch is not None and getitem is not None:
         nn = torch.nn
-        if getitem is nn.ModuleList.__getitem__:
+        if getitem in (nn.ModuleList.__getitem__, nn.ParameterList.__getitem__):
             how = "number"
         elif getitem is nn.Sequential.__getitem__:
             how = "position"
-        elif getitem is nn.ModuleDict.__getitem__:
+        elif getitem in (nn.ModuleDict.__getitem__, nn.ParameterDict.__getitem__):
             how = "key"
     if len(_INDEXING) > 1024:
         _INDEXING.clear()
@@ -159,6 +160,23 @@ def child_step(kind: type, name: str, position: int, child: Any = None) -> tuple
     if how == "key" and not (is_name(name) and _parametrizations(child)):
         return ("item", name)  # (torch's own ModuleDict of parametrizations reads by attribute:
     return ("attr", name)  # lin.parametrizations.weight[0], as its documentation writes it)
+
+
+def registers(module: Any, tensor: Any) -> bool:
+    """``tensor`` is one of ``module``'s own parameters or buffers (by identity)."""
+    state = probe.module_dict(module)
+    return any(
+        type(table) is dict and any(t is tensor for t in dict.values(table))
+        for table in (state.get("_parameters"), state.get("_buffers"))
+    )
+
+
+def tensor_step(how: str, name: str) -> tuple[str, Any]:
+    """The step to a parameter registered as ``name`` in a module whose ``[]`` works
+    as ``how`` says (:func:`indexing`): ``prompts[1]``, ``scales['en']``."""
+    if how == "number" and name.isdecimal() and str(int(name)) == name:
+        return ("item", int(name))
+    return ("item", name) if how == "key" else ("attr", name)
 
 
 def _parametrizations(child: Any) -> bool:

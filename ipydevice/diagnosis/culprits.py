@@ -501,7 +501,9 @@ def _rank(
     def took_it(culprit: Culprit) -> bool:
         return any(id(e.obj) in met for e in culprit.entries)
 
-    first = [c for c in found if took_it(c)]
+    # (the user's own before a library's local it was made into: ``mask`` before the
+    # ``mask`` that ``Attend.forward`` rearranged from it)
+    first = sorted((c for c in found if took_it(c)), key=lambda c: not _from_user(c))
     return first + [c for c in ranked if c not in first]
 
 

@@ -19,14 +19,15 @@ import linecache
 import re
 from collections.abc import Iterator, Sequence
 
-from ipydevice.code.flow import discarded_moves, loop_item_moves, statements_before
+from ipydevice.code.flow import discarded_moves, loop_item_moves
+from ipydevice.code.order import statements_before
 from ipydevice.code.rewrite import segment
 from ipydevice.code.statements import chain_text
-from ipydevice.collect.cell import Cell, failed_cell, notebook_function
+from ipydevice.collect.cell import Cell, failed_cell, notebook_functions
 from ipydevice.collect.frames import FrameView, owns_name, safe_value
 from ipydevice.collect.probe import is_tensor
 
-__all__ = ["Discarded", "discarded", "explain_discarded", "mends_locally"]
+__all__ = ["Discarded", "discarded", "dropping_function", "explain_discarded", "mends_locally"]
 
 _BEFORE = 64  # statements read back from the failing one
 _ITEMS = 256  # items of a holder a loop moved, looked at
@@ -80,6 +81,19 @@ def discarded(cell: Cell, objects: dict[int, object]) -> Iterator[tuple[int, Dis
                 yield key, Discarded(stmt, item, call, chain_text(holder))
 
 
+def dropping_function(views: Sequence[FrameView], found: list) -> Cell | None:
+    """The innermost function an earlier cell defined on the stack that dropped the
+    ``.to()`` of a culprit (``train_step``'s ``t.to(device)``, ``t`` failing in the
+    ``forward`` it calls), else the innermost such function."""
+    functions = list(notebook_functions(list(views)))
+    objects = {id(e.obj): e.obj for c in found for e in c.entries[:1]}
+    if objects and len(functions) > 1:
+        for cell in functions:
+            if any(True for _ in discarded(cell, objects)):
+                return cell
+    return functions[0] if functions else None
+
+
 #: a line that is only a move: ``x.to(device)``, ``batch['x'].cuda()`` (read before parsing)
 _MOVE_LINE = re.compile(r"^[ \t]*[\w.\[\]'\"]+\.(?:to|cuda|cpu)\(.*\)[ \t]*(?:#.*)?$", re.M)
 
@@ -104,15 +118,18 @@ def explain_discarded(found: list, views: Sequence[FrameView]) -> None:
     objects = {id(e.obj): e.obj for c in found for e in c.entries[:1]}
     if not objects or not any(_may_drop(v) for v in views if v.is_user):
         return
-    # the failed cell, and a function an earlier cell defined that the failing call ran
+    # the failed cell, and the functions earlier cells defined that the failing call ran
     lines: dict[int, tuple[Discarded, str]] = {}
-    inner = notebook_function(list(views))
-    for cell in (failed_cell(list(views)), inner):
+    for cell in (failed_cell(list(views)), *notebook_functions(list(views))):
         if cell is None:
             continue
         for key, dropped in discarded(cell, objects):
             # in a function an earlier cell defined, the local its line dropped the move of
-            local = cell is inner and dropped.held.isidentifier() and mends_locally(cell, dropped)
+            local = (
+                not cell.view.is_module_level
+                and dropped.held.isidentifier()
+                and mends_locally(cell, dropped)
+            )
             lines.setdefault(key, (dropped, cell.view.label if local else ""))
     for culprit in found:
         entry = culprit.entries[0] if culprit.entries else None

@@ -23,7 +23,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ipydevice.code.flow import Clash, Flow, Known, statements_from
+from ipydevice.code.flow import Clash, Flow, Known
+from ipydevice.code.order import statements_from
 from ipydevice.code.statements import header_nodes, load_chains
 from ipydevice.collect import probe
 from ipydevice.collect.frames import FrameView, failing_statement, frame_tree, safe_value

@@ -104,6 +104,13 @@ def _moves_itself(culprit: Culprit, namespace: Mapping[str, Any]) -> tuple[objec
     return None, 0
 
 
+def _mapping(obj: object) -> bool:
+    try:
+        return issubclass(type(obj), Mapping)
+    except Exception:  # (a hostile metaclass)
+        return False
+
+
 def _library_holder(culprit: Culprit) -> tuple[object | None, int]:
     if len(culprit.entries) != 1 or culprit.owner is not None:
         return None, 0
@@ -118,6 +125,7 @@ def _library_holder(culprit: Culprit) -> tuple[object | None, int]:
         or probe.is_module(holder)
         or probe.is_optimizer(holder)
         or probe.is_a(holder, (tuple, list, dict))  # (a record's fields: a namedtuple's)
+        or _mapping(holder)  # (a config's section keeps values, it does not compute)
         or probe.class_attribute(type(holder), "to") is not None
         or not has_behaviour(type(holder))
     ):

@@ -78,10 +78,12 @@ def indexed_follows(applied: Demanded, scan: Scan, views: Sequence[FrameView]) -
             reason = _follows(table, values, device, applied.target, views)
             if reason is None:
                 return None
+            # (a cell's own name is the namespace's: ``conf``, not ``conf in In [3]``)
+            own = view.is_module_level and isinstance(held, ast.Name)
             entry = scan.add(
                 table,
-                (("local", ast.unparse(held)),),
-                view.label,
+                (("name" if own else "local", ast.unparse(held)),),
+                "namespace" if own else view.label,
                 on_line=True,
                 operand=True,
                 user=view.is_user,
@@ -89,6 +91,7 @@ def indexed_follows(applied: Demanded, scan: Scan, views: Sequence[FrameView]) -
             )
             if entry is None:
                 return None
+            entry.named |= own
             why = (
                 f"the tensor indexed, on {applied.target}: its indices and the rest of the "
                 f"computation are on {device}"

@@ -6,8 +6,8 @@ layer swapped into a ``Sequential``) sits inside a module that is otherwise on t
 target, so the module rule of :mod:`ipydevice.diagnosis.culprits` (a submodule the scan
 holds as its own entry, wholly off the target) does not see it: the walk gave its
 tensors their paths through the model. The culprits that are all the parameters and
-buffers of one leaf layer become one culprit named as the layer, where the first of them
-was; the fix moves the layer (``Module.to``).
+buffers of one layer (with at most a few submodules of its own) become one culprit named
+as the layer, where the first of them was; the fix moves the layer (``Module.to``).
 """
 
 from __future__ import annotations
@@ -44,7 +44,10 @@ def group_layers(found: list[Culprit], scan: Scan, namespace: Mapping[str, Any])
     for path, culprits in by_layer.items():
         # a layer of a model (``model.heads['task1']``); a loss module held by its own
         # name keeps its tensors' names (``criterion.weight``: what the user passed it)
-        if len(path) < 2 or not probe.is_module(follow_path(path[:-1], namespace)):
+        # (a model's plain list holds it: ``reader.criterions[0]`` is a layer of ``reader``)
+        if len(path) < 2 or not any(
+            probe.is_module(follow_path(path[:size], namespace)) for size in range(1, len(path))
+        ):
             continue
         layer = follow_path(path, namespace)
         tensors = _leaf_tensors(layer)
@@ -80,14 +83,27 @@ def group_layers(found: list[Culprit], scan: Scan, namespace: Mapping[str, Any])
 
 
 def _leaf_tensors(layer: Any) -> list[Any]:
-    """A module's own parameters and buffers, when it has no submodules holding more."""
+    """A layer's parameters and buffers, its submodules' included (e3nn's ``Linear``
+    runs a traced ``_compiled_main`` of its own); none for a module of more than a
+    few submodules: a block of layers is reported layer by layer."""
     if not probe.is_module(layer):
         return []
-    attributes = probe.module_dict(layer)
-    if attributes.get("_modules"):
-        return []
     tensors: list[Any] = []
-    for store in (attributes.get("_parameters"), attributes.get("_buffers")):
-        if type(store) is dict:
-            tensors += [t for t in dict.values(store) if t is not None]
+    queue = [layer]
+    for count in range(_SUBMODULES + 1):
+        if not queue:
+            return tensors
+        if count == _SUBMODULES:
+            return []
+        attributes = probe.module_dict(queue.pop())
+        for store in (attributes.get("_parameters"), attributes.get("_buffers")):
+            if type(store) is dict:
+                tensors += [t for t in dict.values(store) if t is not None]
+        children = attributes.get("_modules")
+        if type(children) is dict:
+            queue += [m for m in dict.values(children) if m is not None]
     return tensors
+
+
+#: Submodules a layer may have (a block of more is not one layer).
+_SUBMODULES = 4

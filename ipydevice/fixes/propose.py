@@ -28,11 +28,11 @@ from ipydevice import registry
 from ipydevice.code.rewrite import insert_lines_before, parses, replace_span
 from ipydevice.code.treefacts import tree_facts
 from ipydevice.collect import probe
-from ipydevice.collect.cell import Cell, cell_result, failed_cell, notebook_function
+from ipydevice.collect.cell import Cell, cell_result, failed_cell
 from ipydevice.collect.frames import FrameView, owns_name
 from ipydevice.collect.paths import Path, format_path, is_name
 from ipydevice.collect.scan import Entry, Scan, descends
-from ipydevice.collect.walk import is_to_batch
+from ipydevice.collect.walk import is_to_batch, registers
 from ipydevice.diagnosis.culprits import (
     Analysis,
     Culprit,
@@ -40,7 +40,7 @@ from ipydevice.diagnosis.culprits import (
     named_by_message,
     same_device,
 )
-from ipydevice.diagnosis.discarded import Discarded, discarded, mends_locally
+from ipydevice.diagnosis.discarded import Discarded, discarded, dropping_function, mends_locally
 from ipydevice.diagnosis.families.meta_device import meta_subtrees
 from ipydevice.family import MessageFacts
 from ipydevice.fixes.checked import FixCheck
@@ -104,7 +104,7 @@ def _propose(
     if family_fix is not None:
         fixes.append(family_fix)
     # A loop in a function an earlier cell defined: its locals are moved there.
-    inner = notebook_function(views)
+    inner = dropping_function(views, analysis.found)
     cell_fix = (
         _cell_fix(analysis, scan, target, inner, locals_only=True) if inner is not None else None
     )
@@ -434,7 +434,8 @@ def _plain_list_holding(entry: Entry, scan: Scan) -> tuple[Path, list[tuple[Path
         if other.module is None or not other.named:
             continue
         for list_rel, members, _ in other.module.plain_lists:
-            if any(module is entry.obj for _, module in members):
+            # the module itself, or one whose own parameter or buffer it is
+            if any(module is entry.obj or registers(module, entry.obj) for _, module in members):
                 base = other.path
                 return (*base, *list_rel), [((*base, *rel), m) for rel, m in members]
     return None

@@ -43,7 +43,7 @@ from ipydevice.collect.probe import class_name, metadata_reads
 from ipydevice.collect.reach import name_frame_chains, name_from_roots
 from ipydevice.collect.roots import shortest_held
 from ipydevice.collect.scan import Scan
-from ipydevice.collect.siblings import add_siblings
+from ipydevice.collect.siblings import add_siblings, name_loop_items
 from ipydevice.collect.together import add_together
 from ipydevice.diagnosis.advice import advice
 from ipydevice.diagnosis.carried import attach
@@ -337,6 +337,8 @@ def name_in_depth(
     owned |= bool(name_from_roots(scan, namespace, wanted))
     # What a user's frame read through an object no walk enters: ``vae.prior.loc``.
     owned |= bool(name_frame_chains(scan, views or [], namespace, wanted))
+    # A cell's loop variable is the element of what the loop runs over: ``grad_accum[0]``.
+    owned |= name_loop_items(scan, views or [], wanted)
     # Loops over a holder: ``for head in heads`` reaches ``heads``' other elements too.
     target, loops = analysis.target, [*(around or []), *(views or [])]
     if target:

@@ -240,11 +240,12 @@ def _moved(standin: torch.Tensor, cpu: torch.Tensor) -> bool:
 
 def _fallback(op: Any, *args: Any, **kwargs: Any) -> Any:
     """Every operator without a kernel here: run on the CPU views (module doc)."""
+    __tracebackhide__ = True  # (C++ in torch: tracebacks and diagnoses skip this frame)
     error = _device_error(op, args, kwargs)
     if error is not None:
         # torch raises this in C++, under the call: no frame of this file may hold the
-        # tensors (a diagnosis reads the traceback's frames)
-        del args, kwargs
+        # tensors, nor torch's operator (a diagnosis reads the traceback's frames)
+        del args, kwargs, op
         raise error
     cpu_args, cpu_kwargs = _unwrap(args), {k: _unwrap(v) for k, v in kwargs.items()}
     result = op(*cpu_args, **cpu_kwargs)

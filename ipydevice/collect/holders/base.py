@@ -154,7 +154,7 @@ def public_attributes(state: Any, limit: int) -> Items:
 _STORE_PEEK = 16
 
 
-def private_store(obj: Any, limit: int) -> tuple[str, Any, dict] | None:
+def private_store(obj: Any, limit: int, depth: int = 1) -> tuple[str, Any, dict] | None:
     """``(name, value, dict)``: the dict an object keeps its contents in under
     a private name: a dict attribute (``self._store = {}``), or the dict one
     level down (``self._store = Storage()`` keeping ``_mapping = {}``), the
@@ -163,17 +163,49 @@ def private_store(obj: Any, limit: int) -> tuple[str, Any, dict] | None:
     state = instance_dict(obj)
     if not state:
         return None
-    for key, value in dict_items(state, 32):
-        if type(key) is not str or key[:1] != "_" or key[:2] == "__":
-            continue
-        candidates = [value] if probe.is_a(value, dict) else []
-        if not candidates and not probe.is_tensor(value):
-            inner = instance_dict(value) if not probe.is_a(value, type) else None
-            candidates = [v for _, v in dict_items(inner, 8) if probe.is_a(v, dict)]
-        for store in candidates:
-            if any(probe.is_tensor(v) for _, v in dict_items(store, min(limit, _STORE_PEEK))):
-                return key, value, store
+    private = [
+        (key, value)
+        for key, value in dict_items(state, 32)
+        if type(key) is str and key[:1] == "_" and key[:2] != "__"
+    ]
+    # a dict of its own first (a config's ``_content``), then one level down (not
+    # the ``_parent`` a config's section points back to, which holds it)
+    for nested in (False, True):
+        for key, value in private:
+            candidates = [value] if not nested and probe.is_a(value, dict) else []
+            if nested and not probe.is_a(value, dict) and not probe.is_tensor(value):
+                inner = instance_dict(value) if not probe.is_a(value, type) else None
+                candidates = [v for _, v in dict_items(inner, 8) if probe.is_a(v, dict)]
+            for store in candidates:
+                values = [v for _, v in dict_items(store, min(limit, _STORE_PEEK))]
+                if nested and any(v is obj for v in values):
+                    continue  # (its holder's store: a parent it points back to)
+                if any(_stored(v, depth) for v in values):
+                    return key, value, store
     return None
+
+
+def _stored(value: Any, depth: int) -> bool:
+    """A store's value that holds a tensor: a tensor, a box of one (OmegaConf's
+    value node), or (``depth`` levels down) an object keeping a store of its own
+    (a config's nested section)."""
+    if probe.is_tensor(value) or unboxed(value) is not None:
+        return True
+    if depth <= 0 or probe.is_a(value, (type, dict, list, tuple, str)):
+        return False
+    return private_store(value, _STORE_PEEK, depth - 1) is not None
+
+
+def unboxed(value: Any) -> Any:
+    """The one tensor a box keeps (an object whose instance dict's first few values
+    hold exactly one tensor, a config's value node: ``{'_val': tensor, '_parent':
+    ..., '_metadata': ...}``), else None."""
+    if probe.is_tensor(value) or probe.is_a(value, (type, dict, list, tuple, str)):
+        return None
+    if probe.is_module(value) or probe.is_optimizer(value):
+        return None
+    tensors = [v for _, v in dict_items(instance_dict(value), 8) if probe.is_tensor(v)]
+    return tensors[0] if len(tensors) == 1 else None
 
 
 def user_holder(name: str, kind: Any, items: Callable[[Any], Any], order: int = 0) -> Holder:

@@ -1,7 +1,8 @@
 """Any other object of the user's or a library's that keeps an instance dict:
 its public attributes (``helper.table``), and the tensors of a private store
 (``self._store = {...}``) it serves through its own ``__getattr__``, named as
-the user reads them (``graph.x`` of a torch_geometric ``Data``)."""
+the user reads them (``graph.x`` of a torch_geometric ``Data``, ``cfg.loss.weights``
+of an OmegaConf config, whose store keeps each value in a node of its own)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from ipydevice.collect.holders.base import (
     own_attribute,
     private_store,
     public_attributes,
+    unboxed,
 )
 from ipydevice.collect.reading import keyed_items
 
@@ -47,7 +49,9 @@ def items(obj: Any, limit: int) -> Items | None:
     known = {step[1] for step, _ in found}
     for key, item in keyed_items(contents, limit - len(found)):
         if type(key) is str and key.isidentifier() and key not in known:
-            found.append((("attr", key), item))
+            # (a config's value node is read as its value: ``cfg.loss.class_weights``)
+            boxed = None if probe.is_tensor(item) else unboxed(item)
+            found.append((("attr", key), item if boxed is None else boxed))
     return found
 
 
