@@ -15,6 +15,8 @@ from realworld_cases4 import CASES as CASES4A
 from realworld_cases4b import CASES as CASES4B
 from realworld_cases5 import CASES as CASES5A
 from realworld_cases5b import CASES as CASES5B
+from realworld_cases6 import CASES as CASES6A
+from realworld_cases6b import CASES as CASES6B
 
 pytest.importorskip("transformers")
 pytest.importorskip("peft")
@@ -30,6 +32,12 @@ CASES4 = CASES4A + CASES4B
 
 #: The fifth corpus (issue 27's third blind batch).
 CASES5 = CASES5A + CASES5B
+
+#: The sixth corpus (issue 27's fourth blind batch).
+CASES6 = CASES6A + CASES6B
+
+#: Every corpus.
+ALL = CASES + CASES2 + CASES3 + CASES4 + CASES5 + CASES6
 
 #: The rates the first corpus must keep (they only go up).
 FLOORS = {
@@ -85,6 +93,17 @@ LIBRARIES5 = {
     "pytorch_metric_learning",
 }
 
+#: The libraries the sixth corpus added.
+LIBRARIES6 = {
+    "pytorch_tabnet",
+    "e3nn",
+    "tensordict",
+    "omegaconf",
+    "geoopt",
+    "linear_attention_transformer",
+    "lion_pytorch",
+}
+
 
 def _available(need: str) -> bool:
     """A library the case imports, or ``python>=3.11`` (ExceptionGroup, TaskGroup)."""
@@ -102,17 +121,17 @@ def _param(case):
     return pytest.param(case, id=case.id, marks=marks)
 
 
-@pytest.mark.parametrize("case", [_param(c) for c in CASES + CASES2 + CASES3 + CASES4 + CASES5])
+@pytest.mark.parametrize("case", [_param(c) for c in ALL])
 def test_case(case):
     outcome = run_case(case)
     assert outcome.ok, outcome.explain()
 
 
 def test_cases_cite_public_reports():
-    ids = [c.id for c in CASES + CASES2 + CASES3 + CASES4 + CASES5]
+    ids = [c.id for c in ALL]
     assert len(ids) == len(set(ids))
     assert len([c for c in CASES if not c.quiet]) >= 30
-    assert all(c.url.startswith("https://") for c in CASES + CASES2 + CASES3 + CASES4 + CASES5)
+    assert all(c.url.startswith("https://") for c in ALL)
     covered = {n for c in CASES for n in c.classes}
     assert covered >= set(range(1, 10))
 
@@ -171,6 +190,21 @@ def test_fifth_corpus_is_new_and_covers_issue_27():
     assert all(c.xfail.startswith("issue 27 mechanism ") for c in CASES5 if c.xfail)
 
 
+def test_sixth_corpus_is_new_and_covers_issue_27():
+    """The fourth blind batch of issue 27: at least 20 device cases and 3 other
+    errors, each on a report and with an id the earlier corpora do not use, every
+    mechanism of issue 27 and every library the batch added."""
+    assert len([c for c in CASES6 if not c.quiet]) >= 20
+    assert len([c for c in CASES6 if c.quiet]) >= 3
+    earlier = CASES + CASES2 + CASES3 + CASES4 + CASES5
+    assert not [c.id for c in CASES6 if c.url in {e.url for e in earlier}]
+    assert not [c.id for c in CASES6 if c.id in {e.id for e in earlier}]
+    assert len({c.url for c in CASES6}) == len(CASES6)
+    assert {n for c in CASES6 for n in c.classes} >= set(range(1, 9))
+    assert {n for c in CASES6 for n in c.needs} >= LIBRARIES6
+    assert all(c.xfail.startswith("issue 27 mechanism ") for c in CASES6 if c.xfail)
+
+
 def _outcomes(cases):
     return [RESULTS.get(c.id) or run_case(c) for c in cases if _runnable(c)]
 
@@ -189,12 +223,14 @@ def test_rates(capsys):
     outcomes3 = _outcomes(CASES3)
     outcomes4 = _outcomes(CASES4)
     outcomes5 = _outcomes(CASES5)
+    outcomes6 = _outcomes(CASES6)
     with capsys.disabled():
         print("\n" + format_rates(outcomes))
         print(format_rates(outcomes2, "second real-library corpus"))
         print(format_rates(outcomes3, "third real-library corpus"))
         print(format_rates(outcomes4, "fourth real-library corpus"))
         print(format_rates(outcomes5, "fifth real-library corpus"))
+        print(format_rates(outcomes6, "sixth real-library corpus"))
     for name, (right, total) in rates(outcomes).items():
         if name in FLOORS and total:
             assert right / total >= FLOORS[name], format_rates(outcomes)
