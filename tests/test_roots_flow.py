@@ -834,3 +834,32 @@ def test_a_config_that_keeps_each_value_in_a_node_is_read_by_attribute():
     nb, d = _session(setup, cell)
     assert d.culprits[0].name == "opts.data.mean", str(d)
     _first_fix_runs(nb, d, cell, setup)
+
+
+def test_a_holders_own_to_that_drops_a_move_is_mended_in_the_method():
+    """Not a predictor's prior: a lookup helper whose ``to(*args, **kwargs)`` keeps one
+    tensor's move and drops the other's; calling it again cannot help, so the first
+    fix mends the method's line where the class is defined."""
+    setup = """
+        class Lookup:
+            def __init__(self):
+                self.table = torch.arange(5.0)
+                self.scale = torch.ones(1)
+
+            def to(self, *args, **kwargs):
+                self.scale = self.scale.to(*args, **kwargs)
+                self.table.to(*args, **kwargs)
+                return self
+
+            def __call__(self, idx):
+                return self.table[idx] * self.scale
+
+        lookup = Lookup().to(dev)
+        """
+    cell = "v = lookup(torch.tensor([1, 2], device=dev))\n"
+    nb, d = _session(setup, cell)
+    assert d.culprits[0].name == "lookup.table", str(d)
+    fix = d.fixes[0]
+    assert fix.scope == "source" and "Lookup.to" in fix.title, fix
+    assert fix.code.strip() == "self.table = self.table.to(*args, **kwargs)", fix
+    _first_fix_runs(nb, d, cell, setup)

@@ -46,6 +46,7 @@ from ipydevice.family import MessageFacts
 from ipydevice.fixes.checked import FixCheck
 from ipydevice.fixes.history import SPELLING, history_fixes, spell
 from ipydevice.fixes.immutable import field_value, frozen_fields, in_place, replace_is_safe
+from ipydevice.fixes.own_to import own_to_fixes
 from ipydevice.fixes.remake import UNMOVABLE, remake_fixes
 from ipydevice.fixes.source import source_fixes
 from ipydevice.model import OPTIMIZER_STATE, Fix, Step
@@ -101,6 +102,7 @@ def _propose(
     if moves is not None:
         fixes.append(moves)
     fixes.extend(remake_fixes(analysis, target, scan.namespace))  # made again, not moved
+    fixes[:0] = own_to_fixes(analysis, scan.namespace)  # a holder's .to() that drops a move
     if family_fix is not None:
         fixes.append(family_fix)
     # A loop in a function an earlier cell defined: its locals are moved there.

@@ -523,7 +523,6 @@ CASES: list[Case] = [
         fix_has="self.log_prior = self.log_prior.to(device)",
         fake=False,
         standin=True,
-        xfail="issue 27 mechanism 8: the holder's own `.to()` drops `self.log_prior.to(device)`; the fix calls that `.to()` (which leaves the prior) instead of mending its line",
     ),
     Case(
         id="batch-generator-drops-its-moves",
