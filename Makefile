@@ -5,7 +5,7 @@ TORCH_INDEX ?=
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: demo demo-prepare tour test install browser docs-screenshots bench clean
+.PHONY: demo demo-prepare tour test test-slow install browser docs-screenshots bench clean
 
 # The venv, with torch first and pinned (a venv whose torch install failed is removed,
 # so the next run starts again). On Linux, PyPI's torch is the CUDA build: set
@@ -52,13 +52,19 @@ demo: demo-prepare
 tour: $(VENV)/.demo-installed
 	$(PY) -m ipydevice demo
 
-# Everything: unit, IPython, kernel, notebook and browser tests. Chromium comes
+# Unit, IPython, kernel, notebook and browser tests, all but those marked slow (each
+# over about ten seconds on two cores: `make test-slow`; CI runs both). Chromium comes
 # from apt when missing (the browser tests skip, with a reason, if it cannot).
 test: $(VENV)/.installed
 	scripts/install-browser.sh $(VENV)
 	# Two processes for everything but the browser tests (they share one JupyterLab).
-	IPYDEVICE_DEBUG=1 $(PY) -m pytest -n 2 -m "not browser" --durations=25
+	IPYDEVICE_DEBUG=1 $(PY) -m pytest -n 2 -m "not browser and not slow" --durations=25
 	IPYDEVICE_DEBUG=1 $(PY) -m pytest -m browser --durations=25
+
+# The slow tests: launchers, pytest and IPython in processes of their own, the timed
+# shell sessions of the corpora.
+test-slow: $(VENV)/.installed
+	IPYDEVICE_DEBUG=1 $(PY) -m pytest -n 2 -m "slow and not browser" --durations=25
 
 browser: $(VENV)/.installed
 	scripts/install-browser.sh $(VENV)

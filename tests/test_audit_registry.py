@@ -80,6 +80,7 @@ def test_removing_an_audit_removes_it_from_check_and_inventory() -> None:
 
 
 @pytest.mark.usefixtures("restore")
+@pytest.mark.slow
 def test_removing_an_audit_removes_it_from_the_panel_and_devices(shell: Any) -> None:
     def marked(entry: Any, factories: bool = True) -> list[Problem]:
         """The "modules" audit, with a finding no other stage would make."""

@@ -128,6 +128,7 @@ def test_the_scripts_hook_attaches(monkeypatch) -> None:
     assert carried.payload(exc)["where"] == "rank 0/2"
 
 
+@pytest.mark.slow
 def test_a_script_run_shows_the_note_in_the_printed_traceback(tmp_path) -> None:
     script = tmp_path / "fail.py"
     script.write_text(
@@ -150,6 +151,7 @@ def test_a_script_run_shows_the_note_in_the_printed_traceback(tmp_path) -> None:
     assert "ipydevice: `batch` is on cpu" in done.stderr, done.stderr[-2000:]
 
 
+@pytest.mark.slow
 def test_pytest_shows_the_note_under_the_exception(pytester) -> None:
     pytester.makepyfile(
         test_model="""
@@ -169,6 +171,7 @@ def test_pytest_shows_the_note_under_the_exception(pytester) -> None:
     assert "- ipydevice -" in text  # the full section, as before
 
 
+@pytest.mark.slow
 def test_in_a_shell_the_note_is_a_setting_off_by_default() -> None:
     import sys
 

@@ -48,6 +48,7 @@ def test_before_torch_is_imported_the_hook_is_not_quiet() -> None:
         assert hook(shell).quiet == hook(shell).warmed
 
 
+@pytest.mark.slow
 def test_a_quiet_hook_still_diagnoses_a_failing_cell(ip: InteractiveShell) -> None:
     run(ip, "a = 1")
     assert hook(ip).quiet
@@ -59,6 +60,7 @@ def test_a_quiet_hook_still_diagnoses_a_failing_cell(ip: InteractiveShell) -> No
     assert panels(cap) == [] and hook(ip).quiet
 
 
+@pytest.mark.slow
 def test_a_quiet_hook_still_sees_an_exception_a_magic_shows(
     ip: InteractiveShell, tmp_path: Any
 ) -> None:
@@ -72,6 +74,7 @@ def test_a_quiet_hook_still_sees_an_exception_a_magic_shows(
     assert "`x` is on cpu" in bundle["text/plain"]
 
 
+@pytest.mark.slow
 def test_watch_mode_is_never_quiet(ip: InteractiveShell) -> None:
     ip.run_line_magic("config", "IPyDevice.watch = True")
     run(ip, "a = 1")

@@ -321,6 +321,7 @@ def run_python(*args: str, cwd: Any) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 def test_a_script_exits_as_plain_python_does(tmp_path: Any) -> None:
     script = tmp_path / "train.py"
     script.write_text(SCRIPT)
@@ -332,6 +333,7 @@ def test_a_script_exits_as_plain_python_does(tmp_path: Any) -> None:
     assert len(extra) == 1 and "listener" in extra[0] and "SystemExit" in extra[0], extra
 
 
+@pytest.mark.slow
 def test_pytest_gets_no_internal_error(pytester: pytest.Pytester) -> None:
     body = SCRIPT.replace("model(x)\n", "")
     pytester.makepyfile(

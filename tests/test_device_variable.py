@@ -10,6 +10,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
 from cells import Notebook
 
 import ipydevice
@@ -59,6 +60,7 @@ for xb, yb in loader:
 {suffix}"""
 
 
+@pytest.mark.slow
 def test_a_loop_inside_main_gets_its_fix_at_file_line(tmp_path):
     body = textwrap.indent(LOOP.format(prefix="", suffix="").split("\n", 3)[3], "    ")
     script = tmp_path / "train.py"
@@ -80,6 +82,7 @@ def test_the_same_loop_at_top_level_gets_the_same_fix(tmp_path):
     assert "xb = xb.to(device)" in result.stderr and "yb = yb.to(device)" in result.stderr
 
 
+@pytest.mark.slow
 def test_the_pytest_plugin_uses_the_test_device_variable(pytester):
     pytester.makepyfile(
         test_model=textwrap.dedent(

@@ -134,6 +134,7 @@ def _stage_name(stage: str) -> str:
 
 
 @pytest.mark.parametrize("stage", list(HOOK_STAGES))
+@pytest.mark.slow
 def test_a_failing_stage_leaves_the_traceback_one_line_and_the_hook(
     ip: InteractiveShell, monkeypatch: pytest.MonkeyPatch, stage: str
 ) -> None:
@@ -473,6 +474,7 @@ def _alive(refs: dict[str, weakref.ref[Any]]) -> list[str]:
 
 
 @pytest.mark.parametrize("in_kernel", [False, True], ids=["terminal", "kernel"])
+@pytest.mark.slow
 def test_nothing_stays_alive_through_hook_panel_apply_and_devices(
     ip: InteractiveShell, monkeypatch: pytest.MonkeyPatch, in_kernel: bool
 ) -> None:

@@ -155,6 +155,7 @@ def status_of(messages: list[dict[str, Any]]) -> str:
     return next(s["status"] for s in reversed(updates) if "status" in s)
 
 
+@pytest.mark.slow
 def test_the_header_stands_alone_and_the_buttons_come_last(kernel: Kernel) -> None:
     _, messages = kernel.execute(MISMATCH, cell_id="cell-1")
     assert kinds(messages) == ["header", "error", "panel", "buttons"]
@@ -191,6 +192,7 @@ def test_a_failed_copy_is_reported_as_such(kernel: Kernel) -> None:
     assert "could not copy" in status_of(kernel.click(comm_id, action="copy-failed", index=0))
 
 
+@pytest.mark.slow
 def test_colab_output_path_header_error_panel_and_apply(colab: Kernel) -> None:
     reply, messages = colab.execute(MISMATCH)
     assert reply["content"]["status"] == "error"
@@ -213,6 +215,7 @@ def _quickstart_cells() -> list[str]:
     return ["".join(c["source"]) for c in notebook["cells"] if c["cell_type"] == "code"]
 
 
+@pytest.mark.slow
 def test_quickstart_apply_in_every_click_order_over_a_comm_subshell(tmp_path: Path) -> None:
     """notebooks/01-quickstart.ipynb as a user clicks through it in JupyterLab 4.4+,
     which sends widget messages over a kernel subshell: ipykernel hands a comm's first
@@ -263,6 +266,7 @@ net.bias = nn.Parameter(torch.empty(2, device="cuda:0"), requires_grad=False)
 batch = {"x": torch.randn(3, 4)}  # a dict batch, still on the CPU"""
 
 
+@pytest.mark.slow
 def test_a_batch_under_a_cells_fake_cuda_applied_from_a_subshell_after_a_running_cell(
     tmp_path: Path,
 ) -> None:

@@ -700,6 +700,7 @@ print(json.dumps(found))
 """
 
 
+@pytest.mark.slow
 def test_the_failing_path_is_imported_on_the_idle_loop_after_the_torch_cell(
     tmp_path: Any,
 ) -> None:

@@ -90,6 +90,7 @@ def kind(message: dict[str, Any]) -> str:
     return str(message["msg_type"])
 
 
+@pytest.mark.slow
 def test_header_error_then_panel_in_the_same_request(kernel: Kernel) -> None:
     reply, messages = kernel.execute(MISMATCH)
     content = reply["content"]
@@ -126,6 +127,7 @@ def test_what_the_cell_printed_stays_before_the_header(kernel: Kernel) -> None:
     assert kinds == ["stream", "header", "error", "panel", "buttons"], kinds
 
 
+@pytest.mark.slow
 def test_the_error_output_is_the_same_without_ipydevice(tmp_path: Path) -> None:
     started = Kernel(tmp_path)
     try:
@@ -238,6 +240,7 @@ def test_autoload_from_the_kernel_config(tmp_path: Path) -> None:
         started.shutdown()
 
 
+@pytest.mark.slow
 def test_the_failing_path_is_warmed_while_the_kernel_is_idle(tmp_path: Path) -> None:
     """The cell that imports torch imports nothing of the failing path, nor does the
     cell queued right behind it; once the kernel is idle its loop imports it, so the

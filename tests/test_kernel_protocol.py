@@ -50,6 +50,7 @@ def send(kernel: Kernel, msg_type: str, content: dict[str, Any]) -> str:
     return str(message["header"]["msg_id"])
 
 
+@pytest.mark.slow
 def test_apply_through_the_buttons_comm(kernel: Kernel) -> None:
     request = send(
         kernel,

@@ -124,6 +124,7 @@ def _check_panel(data: dict[str, Any], family: str | None, widget: bool) -> None
 
 @pytest.mark.kernel
 @pytest.mark.parametrize("name", [QUICKSTART, GALLERY])
+@pytest.mark.slow
 def test_every_error_cell_shows_its_panel(run_notebook, name: str) -> None:
     nb = run_notebook(name)
     failing = [c for c in nb.cells if c.cell_type == "code" and TAG in _tags(c)]

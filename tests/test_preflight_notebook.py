@@ -129,6 +129,7 @@ def _printed_rules(cell: Any) -> list[str]:
 
 
 @pytest.mark.kernel
+@pytest.mark.slow
 def test_every_check_cell_shows_its_panel_and_rules(executed: Any) -> None:
     checks = _check_cells(executed)
     assert checks

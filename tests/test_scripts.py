@@ -356,6 +356,7 @@ DEVICE_ERROR = RuntimeError(
 )
 
 
+@pytest.mark.slow
 def test_the_error_file_only_under_a_launcher(monkeypatch, tmp_path):
     """TORCHELASTIC_ERROR_FILE left in a shell's environment, without torchrun's
     RANK/WORLD_SIZE: `python -m ipydevice run` writes nothing there."""
@@ -422,6 +423,7 @@ DEVICE_TESTS = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_pytest_plugin_adds_the_diagnosis(pytester):
     pytester.makepyfile(test_model=DEVICE_TESTS)
     result = pytester.runpytest_subprocess("-p", "ipydevice")
@@ -482,6 +484,7 @@ def test_pytest_plugin_is_declared_for_pytest():
     assert "Framework :: Pytest" in project["classifiers"]
 
 
+@pytest.mark.slow
 def test_demo_runs_to_the_end():
     result = python("-m", "ipydevice", "demo", timeout=180)
     assert result.returncode == 0, result.stderr[-2000:]

@@ -104,6 +104,7 @@ def test_devices_check_magic_shows_it(ip: InteractiveShell) -> None:
     assert "stale_optimizer" in [p.rule for p in result.result.problems]
 
 
+@pytest.mark.slow
 def test_watch_mode_warns_when_the_model_cell_runs_again(ip: InteractiveShell) -> None:
     run(ip, "%config IPyDevice.watch = True")
     cap, _ = run_captured(ip, AGAIN)

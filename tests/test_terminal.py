@@ -58,6 +58,7 @@ def assert_text_panel(output: str) -> None:
     assert "<div" not in output and "<table" not in output and "&lt;" not in output
 
 
+@pytest.mark.slow
 def test_ext_flag_and_a_failing_command(tmp_path: Path) -> None:
     code, output = run_ipython(tmp_path, "--ext", "ipydevice", "-c", MISMATCH)
     assert code == 1  # as without ipydevice
@@ -66,6 +67,7 @@ def test_ext_flag_and_a_failing_command(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("scheme", "coloured"), [("NoColor", False), ("Linux", True)])
+@pytest.mark.slow
 def test_the_report_follows_ipythons_colour_scheme(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, scheme: str, coloured: bool
 ) -> None:
@@ -84,6 +86,7 @@ def test_the_report_follows_ipythons_colour_scheme(
     assert bool(ANSI.search(report)) is coloured  # ...but never under %colors NoColor
 
 
+@pytest.mark.slow
 def test_autoload_from_ipython_config_and_a_failing_script(tmp_path: Path) -> None:
     profile = tmp_path / "profile_default"
     profile.mkdir()
@@ -145,6 +148,7 @@ class Tmux:
 
 
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")
+@pytest.mark.slow
 def test_interactive_session_under_tmux(tmp_path: Path) -> None:
     session = Tmux(tmp_path)
     try:

@@ -166,6 +166,7 @@ def diagnosed(ip: InteractiveShell, source: str) -> tuple[int, Diagnosis]:
 
 
 @pytest.mark.parametrize(("source", "name", "move"), list(CASES.values()), ids=list(CASES))
+@pytest.mark.slow
 def test_what_the_traced_code_reads_is_named_and_moved(
     ip: InteractiveShell, source: str, name: str, move: str
 ) -> None:

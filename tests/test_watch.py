@@ -100,6 +100,7 @@ def test_several_strays_in_one_cell_are_one_display(ip: InteractiveShell) -> Non
         "batch = torch.randn(3, 4)\n1 / 0",  # failed cell: no watch
     ],
 )
+@pytest.mark.slow
 def test_nothing_for_a_correct_or_unrelated_cell(ip: InteractiveShell, source: str) -> None:
     watch_on(ip)
     cap, _ = run_captured(ip, source)

@@ -135,6 +135,7 @@ def test_a_reused_widget_acts_on_the_new_error_only(kernel_ip: InteractiveShell)
     run(kernel_ip, "out = model(x)")  # the new error's fix moved x back to the CPU
 
 
+@pytest.mark.slow
 def test_reset_closes_every_widget(kernel_ip: InteractiveShell) -> None:
     fail(kernel_ip)
     fail(kernel_ip)

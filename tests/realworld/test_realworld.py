@@ -113,8 +113,30 @@ def _available(need: str) -> bool:
     return importlib.util.find_spec(need) is not None
 
 
+#: Cases over ten seconds on two cores (IPython shell sessions that time, profile or
+#: run a cell again, and the larger models): ``make test-slow`` and CI run them.
+SLOW = {
+    "prun-cell-magic-profiles-a-forward",
+    "vgg-features-layer-replaced-after-to",
+    "time-cell-magic-unet-timesteps",
+    "timeit-line-magic-before-the-real-call",
+    "timeit-cell-magic-sbert-similarity",
+    "nested-run-cell-raises-its-error",
+    "vgg-classifier-head-replaced-for-transfer-learning",
+    "exec-of-a-generated-training-line",
+    "mlp-layers-in-a-plain-list-in-ipython",
+    "resnet-fc-replaced-after-to-in-ipython",
+    "eval-of-a-forward-expression",
+    "time-line-magic-on-a-forward",
+    "generate-with-inputs-on-cuda-model-on-cpu",
+    "hidden-state-made-in-an-earlier-cell",
+}
+
+
 def _param(case):
     marks = [pytest.mark.xfail(strict=True, reason=case.xfail)] if case.xfail else []
+    if case.id in SLOW:
+        marks.append(pytest.mark.slow)
     missing = [n for n in case.needs if not _available(n)]
     if missing:
         marks.append(pytest.mark.skip(reason=f"needs {', '.join(missing)}"))
@@ -129,6 +151,7 @@ def test_case(case):
 
 def test_cases_cite_public_reports():
     ids = [c.id for c in ALL]
+    assert set(ids) >= SLOW
     assert len(ids) == len(set(ids))
     assert len([c for c in CASES if not c.quiet]) >= 30
     assert all(c.url.startswith("https://") for c in ALL)
@@ -213,6 +236,7 @@ def _runnable(case):
     return all(_available(n) for n in case.needs)
 
 
+@pytest.mark.slow  # (it runs again every case its own process did not run)
 def test_rates(capsys):
     """The corpora's rates (printed for CI; an xfail case counts as wrong); cases not
     run in this session run now. The first corpus keeps its floors; the second's and

@@ -138,6 +138,7 @@ def test_convolutions_run_there_and_check_their_inputs():
         moved(x)
 
 
+@pytest.mark.slow
 def test_the_bytes_go_with_the_last_tensor():
     gc.collect()
     before = len(_DATA)
