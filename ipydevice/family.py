@@ -165,4 +165,9 @@ def devices_text(facts: MessageFacts) -> str:
     return " and ".join(dict.fromkeys(facts.devices)) or "two devices"
 
 
-__all__ += ["devices_text"]
+def to_target(target: str) -> str:
+    """`` to cuda:0`` for advice ending "move them", nothing when no target is known."""
+    return f" to {target}" if target else ""
+
+
+__all__ += ["devices_text", "to_target"]

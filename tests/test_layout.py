@@ -105,3 +105,37 @@ def test_no_module_over_the_limit(name: str) -> None:
     relative = path.relative_to(PACKAGE).as_posix()
     lines = len(path.read_text(encoding="utf-8").splitlines())
     assert lines <= MAX_LINES, f"{relative} has {lines} lines"
+
+
+def _folder_edges(graph: dict[str, set[str]]) -> dict[tuple[str, str], tuple[str, str]]:
+    """``(folder, folder) -> (module, module)``: one import for each pair of the package's
+    folders (its stages: ``collect``, ``diagnosis``...) that one makes of the other. A
+    folder's subfolders are its rooms (``collect/holders``); its top-level modules
+    (``model``, ``wording``, ``registry``...) are not folders."""
+
+    def folder(module: str) -> str:
+        parts = module.split(".")
+        return parts[1] if len(parts) > 2 or (PACKAGE / parts[-1]).is_dir() else ""
+
+    edges: dict[tuple[str, str], tuple[str, str]] = {}
+    for name, imported in graph.items():
+        for other in imported:
+            pair = (folder(name), folder(other))
+            if all(pair) and pair[0] != pair[1]:
+                edges.setdefault(pair, (name, other))
+    return edges
+
+
+def test_no_pair_of_folders_imports_each_other() -> None:
+    """The stages are layers: each imports only what lies below it (every import
+    counted, also inside functions)."""
+    edges = _folder_edges(_graph())
+    assert ("diagnosis", "collect") in edges  # the walk sees the stages
+    both = {tuple(sorted(p)) for p in edges if (p[1], p[0]) in edges}
+    assert not both, {p: (edges[p], edges[p[::-1]]) for p in both}
+
+
+def test_the_folder_check_sees_a_pair() -> None:
+    graph = {"ipydevice.collect.a": {"ipydevice.fixes.b"}, "ipydevice.fixes.b": set()}
+    graph["ipydevice.fixes.c"] = {"ipydevice.collect.a"}
+    assert set(_folder_edges(graph)) == {("collect", "fixes"), ("fixes", "collect")}

@@ -26,8 +26,8 @@ __all__ = [
     "TensorFacts",
     "active_budget",
     "class_name",
+    "device_of",
     "device_str",
-    "generator_device",
     "is_a",
     "is_generator",
     "is_module",
@@ -155,10 +155,10 @@ def is_generator(obj: Any) -> bool:
     return _is_sub(obj, _GENERATOR)
 
 
-def generator_device(generator: Any) -> str:
-    """A ``torch.Generator``'s device (a C-level attribute), or ``?``."""
+def device_of(obj: Any) -> str:
+    """A tensor's or ``torch.Generator``'s ``.device`` (a C-level attribute), or ``?``."""
     try:
-        return device_str(generator.device)
+        return device_str(obj.device)
     except BaseException as caught:
         contain(caught)
         return UNKNOWN
@@ -317,11 +317,7 @@ def _plain_kind(kind: type) -> bool:
 
 def _tensor_facts(tensor: Any) -> TensorFacts:
     notes: list[str] = []
-    try:
-        device = device_str(tensor.device)
-    except BaseException as caught:
-        contain(caught)
-        device = UNKNOWN
+    device = device_of(tensor)
     try:
         shape = shape_text(_dims(tensor.shape))
     except BaseException as caught:
@@ -427,11 +423,7 @@ def plain_placement(tensor: Any) -> tuple[str, int] | None:
 
 
 def _placement(tensor: Any) -> tuple[str, int]:
-    try:
-        device = device_str(tensor.device)
-    except BaseException as caught:
-        contain(caught)
-        device = UNKNOWN
+    device = device_of(tensor)
     try:
         _dims(tensor.shape)
     except BaseException as caught:

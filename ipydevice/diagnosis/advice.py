@@ -11,7 +11,7 @@ token ids of an ``Embedding``). Standard library only.
 from __future__ import annotations
 
 from ipydevice import registry
-from ipydevice.family import MessageFacts, devices_text
+from ipydevice.family import MessageFacts, devices_text, to_target
 
 __all__ = ["advice", "argument_meaning"]
 
@@ -44,7 +44,7 @@ def advice(facts: MessageFacts, target: str) -> str:
     family = registry.family_of(facts.family)
     if family is not None and family.advice is not None:
         return family.advice(facts, target)
-    to = f" to {target}" if target else ""
+    to = to_target(target)
     meaning = argument_meaning(facts.argument)
     if facts.argument and meaning:
         where = f" is on {facts.offending}" if facts.offending else " is on another device"

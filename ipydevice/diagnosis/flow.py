@@ -63,16 +63,9 @@ def known(value: Any, moved: dict[int, str] | None = None) -> Known | None:
     if spelled and spelled != probe.UNKNOWN:
         return Known("device", spelled)
     if probe.class_name(value) == "Generator" and probe.class_module(cls).startswith("torch"):
-        return Known("generator", generator_device(value))
+        device = probe.device_of(value)
+        return Known("generator", "" if device == probe.UNKNOWN else device)
     return None
-
-
-def generator_device(generator: Any) -> str:
-    """A ``torch.Generator``'s device (a C attribute: no user code)."""
-    try:
-        return probe.device_str(generator.device)
-    except BaseException:
-        return ""
 
 
 def module_device(module: Any, moved: dict[int, str] | None = None) -> str:

@@ -7,11 +7,8 @@ as the code will see them: a module moved in place is moved under every name; a 
 bound again is moved for the code that reads that name from the namespace, not for a
 function that holds the old tensor in a closure cell, a default or a local.
 
-* :meth:`FixCheck.complete`: when a clash is predicted on a tensor (or module) the
-  code reads through the namespace (``h.w`` in a function, ``scores`` after the
-  failing line), its move is added, and the fix checked again (a few rounds).
-* :meth:`FixCheck.rank`: a fix still predicted to fail ranks below the fixes that are
-  not (a fix that rebinds ``w`` while the failing function reads its own ``w``).
+:meth:`FixCheck.rank`: a fix still predicted to fail ranks below the fixes that are
+not (a fix that rebinds ``w`` while the failing function reads its own ``w``).
 
 No user code runs; the flow is bounded (:mod:`ipydevice.diagnosis.flow`).
 """
@@ -23,18 +20,14 @@ import functools
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from ipydevice.code.statements import chain_path
 from ipydevice.collect import probe
 from ipydevice.collect.frames import FrameView, safe_value
-from ipydevice.collect.paths import Path, format_path
-from ipydevice.diagnosis.devices import same_device
+from ipydevice.collect.paths import Path
 from ipydevice.diagnosis.flow import DeviceFlow, Moves, device_flow
-from ipydevice.fixes.history import spell
 from ipydevice.model import Fix, Step
 
 __all__ = ["FixCheck"]
 
-_ROUNDS = 3
 _SUBMODULES = 256
 
 
@@ -82,26 +75,7 @@ class FixCheck:
             return False
         return self.flow.clash(self.moves(steps)) is not None
 
-    # -- completing and ranking ------------------------------------------------------
-    def complete(self, steps: Sequence[Step]) -> list[tuple[Step, str, str]]:
-        """Moves to add to ``steps`` (``(step, code, name)``) so that no clash is
-        predicted, when the clashing operands are read through the namespace; [] when
-        none are needed or none would do."""
-        if self.flow is None or not steps:
-            return []
-        added: list[tuple[Step, str, str]] = []
-        for _ in range(_ROUNDS):
-            found = self.flow.clash_in(self.moves([*steps, *(a[0] for a in added)]))
-            if found is None:
-                return added
-            clash, view = found
-            more = [m for m in self._operand_moves(clash.operands, view) if m not in added]
-            if not more:
-                return []
-            added.extend(more)
-        found = self.flow.clash_in(self.moves([*steps, *(a[0] for a in added)]))
-        return added if found is None else []
-
+    # -- ranking ---------------------------------------------------------------------
     def rank(self, fixes: list[Fix], steps_of: dict[int, tuple[Step, ...]]) -> list[Fix]:
         """``fixes`` with those predicted to fail after the others, when another one
         is checked and predicted to pass (a fix without moves to check, such as
@@ -113,45 +87,6 @@ class FixCheck:
         if not failing or len(failing) == len(checked):
             return fixes
         return [f for f in fixes if f not in failing] + failing
-
-    def _operand_moves(
-        self, operands: Sequence[str], view: FrameView
-    ) -> list[tuple[Step, str, str]]:
-        out = []
-        for text in operands:
-            try:
-                node = ast.parse(text, mode="eval").body
-            except SyntaxError:
-                continue
-            path = chain_path(node)
-            if path is None or not self._global(str(path[0][1]), view):
-                continue
-            ok, value = safe_value(node, view.frame)
-            if not ok:
-                continue
-            spelled = format_path(path)
-            if probe.is_module(value):
-                step = Step("module_to", path, self.target)
-                out.append((step, f"{spelled}.to({spell(self.target)})", spelled))
-            elif probe.is_tensor(value) and not same_device(probe.placement(value)[0], self.target):
-                holder = safe_value(node.value, view.frame) if len(path) > 1 else (False, None)  # type: ignore[attr-defined]
-                if holder[0] and probe.is_module(holder[1]):
-                    continue  # a module's parameter moves with its module, not alone
-                step = Step("reassign", path, self.target)
-                out.append((step, f"{spelled} = {spelled}.to({spell(self.target)})", spelled))
-        return out
-
-    def _global(self, name: str, view: FrameView) -> bool:
-        """``name`` read in ``view``'s code is the namespace's (not a local of it)."""
-        frame = view.frame
-        if self.frame is None or frame.f_globals is not self.frame.f_globals:
-            return False
-        try:
-            if frame.f_locals is not frame.f_globals and name in frame.f_locals:
-                return False
-            return name in frame.f_globals
-        except BaseException:
-            return False
 
     def _value(self, path: Path) -> tuple[bool, Any] | None:
         node = _node(path)

@@ -117,7 +117,7 @@ def _propose(
         fixes.insert(0, later)  # the function's dropped ``x.to(device)`` mended: the cause
         later = None
     if cell_fix is None:
-        cell_fix = _cell_fix(analysis, scan, target, cell, check=check, steps_of=steps_of)
+        cell_fix = _cell_fix(analysis, scan, target, cell, steps_of=steps_of)
         if cell_fix is not None and family_fix is None and not _repeats(cell_fix, moves):
             # the cell's own dropped ``x.to(device)`` assigned: the user's line, mended
             fixes.insert(0 if cell_fix.title.startswith(_ASSIGN) else len(fixes), cell_fix)
@@ -472,7 +472,6 @@ def _cell_fix(
     target: str,
     cell: Cell | None,
     locals_only: bool = False,
-    check: FixCheck | None = None,
     steps_of: dict[int, tuple[Step, ...]] | None = None,
 ) -> Fix | None:
     """Moves the culprits right before the failing statement, inside any loop, and

@@ -3,7 +3,7 @@ weight type (torch.cuda.FloatTensor) should be the same`` (only when the devices
 
 from __future__ import annotations
 
-from ipydevice.family import CONV_ROLES, Family, MessageFacts, devices_text, wording
+from ipydevice.family import CONV_ROLES, Family, MessageFacts, devices_text, to_target, wording
 
 ID = "conv_type_mismatch"
 
@@ -22,11 +22,7 @@ WORDINGS = (
 
 
 def _advice(facts: MessageFacts, target: str) -> str:
-    return f"despite the word 'type', a conv layer's input and weights are on different devices ({devices_text(facts)}): move the input{_to(target)}"
-
-
-def _to(target: str) -> str:
-    return f" to {target}" if target else ""
+    return f"despite the word 'type', a conv layer's input and weights are on different devices ({devices_text(facts)}): move the input{to_target(target)}"
 
 
 FAMILY = Family(

@@ -57,7 +57,7 @@ def _blame(
         for text, value, _ in line_operands(view):
             if not probe.is_generator(value) or any(b.entry.obj is value for b in found):
                 continue
-            device = probe.generator_device(value)
+            device = probe.device_of(value)
             entry = scan.entries.get(id(value))  # (named since, when the culprits are found again)
             if entry is None:
                 names = scan.namespace if type(scan.namespace) is dict else {}

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 
 from ipydevice.diagnosis.devices import normalise_device
-from ipydevice.family import DEVICE, Family, MessageFacts, Parts, wording
+from ipydevice.family import DEVICE, Family, MessageFacts, Parts, to_target, wording
 
 ID = "index_mismatch"
 
@@ -50,11 +50,7 @@ WORDINGS = (
 
 
 def _advice(facts: MessageFacts, target: str) -> str:
-    return f"the indices must be on the CPU or where the indexed tensor is: move them{_to(target)}"
-
-
-def _to(target: str) -> str:
-    return f" to {target}" if target else ""
+    return f"the indices must be on the CPU or where the indexed tensor is: move them{to_target(target)}"
 
 
 FAMILY = Family(

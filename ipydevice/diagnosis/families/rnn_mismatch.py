@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ipydevice.family import Family, MessageFacts, devices_text, wording
+from ipydevice.family import Family, MessageFacts, devices_text, to_target, wording
 
 ID = "rnn_mismatch"
 
@@ -31,12 +31,8 @@ WORDINGS = (
 
 def _advice(facts: MessageFacts, target: str) -> str:
     if facts.role == "hidden":
-        return f"the RNN's hidden state is on another device than its input: create h0/c0 on the input's device{_to(target)}"
-    return f"an RNN's weights and its input are on different devices ({devices_text(facts)}): move the input{_to(target)}"
-
-
-def _to(target: str) -> str:
-    return f" to {target}" if target else ""
+        return f"the RNN's hidden state is on another device than its input: create h0/c0 on the input's device{to_target(target)}"
+    return f"an RNN's weights and its input are on different devices ({devices_text(facts)}): move the input{to_target(target)}"
 
 
 FAMILY = Family(
