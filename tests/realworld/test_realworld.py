@@ -171,61 +171,31 @@ def test_second_corpus_is_new_and_covers_issue_17():
     assert all(c.xfail.startswith("class ") for c in CASES2 if c.xfail)
 
 
-def test_third_corpus_is_new_and_covers_issue_27():
-    """The first blind batch of issue 27: at least 30 device cases and 5 other errors,
-    each on a report the earlier corpora do not use, every mechanism of issue 27 and
-    every library the batch added."""
-    assert len([c for c in CASES3 if not c.quiet]) >= 30
-    assert len([c for c in CASES3 if c.quiet]) >= 5
-    earlier = {c.url for c in CASES + CASES2}
-    assert not [c.id for c in CASES3 if c.url in earlier]
-    assert {n for c in CASES3 for n in c.classes} >= set(range(1, 9))
-    assert {n for c in CASES3 for n in c.needs} >= LIBRARIES3
-    assert all(c.xfail.startswith("issue 27 mechanism ") for c in CASES3 if c.xfail)
+#: Issue 27's blind batches, in the order they were written: (ordinal, cases, the
+#: libraries the batch added, at least so many device cases, at least so many others).
+BLIND = (
+    ("third", CASES3, LIBRARIES3, 30, 5),
+    ("fourth", CASES4, LIBRARIES4, 24, 3),
+    ("fifth", CASES5, LIBRARIES5, 20, 3),
+    ("sixth", CASES6, LIBRARIES6, 20, 3),
+)
 
 
-def test_fourth_corpus_is_new_and_covers_issue_27():
-    """The second blind batch of issue 27: at least 24 device cases and 3 other errors,
-    each on a report and with an id the earlier corpora do not use, every mechanism of
-    issue 27 and every library the batch added."""
-    assert len([c for c in CASES4 if not c.quiet]) >= 24
-    assert len([c for c in CASES4 if c.quiet]) >= 3
-    earlier = CASES + CASES2 + CASES3
-    assert not [c.id for c in CASES4 if c.url in {e.url for e in earlier}]
-    assert not [c.id for c in CASES4 if c.id in {e.id for e in earlier}]
-    assert {n for c in CASES4 for n in c.classes} >= set(range(1, 9))
-    assert {n for c in CASES4 for n in c.needs} >= LIBRARIES4
-    assert all(c.xfail.startswith("issue 27 mechanism ") for c in CASES4 if c.xfail)
-
-
-def test_fifth_corpus_is_new_and_covers_issue_27():
-    """The third blind batch of issue 27: at least 20 device cases and 3 other errors,
-    each on a report and with an id the earlier corpora do not use, every mechanism of
-    issue 27 and every library the batch added."""
-    assert len([c for c in CASES5 if not c.quiet]) >= 20
-    assert len([c for c in CASES5 if c.quiet]) >= 3
-    earlier = CASES + CASES2 + CASES3 + CASES4
-    assert not [c.id for c in CASES5 if c.url in {e.url for e in earlier}]
-    assert not [c.id for c in CASES5 if c.id in {e.id for e in earlier}]
-    assert len({c.url for c in CASES5}) == len(CASES5)
-    assert {n for c in CASES5 for n in c.classes} >= set(range(1, 9))
-    assert {n for c in CASES5 for n in c.needs} >= LIBRARIES5
-    assert all(c.xfail.startswith("issue 27 mechanism ") for c in CASES5 if c.xfail)
-
-
-def test_sixth_corpus_is_new_and_covers_issue_27():
-    """The fourth blind batch of issue 27: at least 20 device cases and 3 other
-    errors, each on a report and with an id the earlier corpora do not use, every
-    mechanism of issue 27 and every library the batch added."""
-    assert len([c for c in CASES6 if not c.quiet]) >= 20
-    assert len([c for c in CASES6 if c.quiet]) >= 3
-    earlier = CASES + CASES2 + CASES3 + CASES4 + CASES5
-    assert not [c.id for c in CASES6 if c.url in {e.url for e in earlier}]
-    assert not [c.id for c in CASES6 if c.id in {e.id for e in earlier}]
-    assert len({c.url for c in CASES6}) == len(CASES6)
-    assert {n for c in CASES6 for n in c.classes} >= set(range(1, 9))
-    assert {n for c in CASES6 for n in c.needs} >= LIBRARIES6
-    assert all(c.xfail.startswith("issue 27 mechanism ") for c in CASES6 if c.xfail)
+@pytest.mark.parametrize("batch", range(len(BLIND)), ids=[b[0] for b in BLIND])
+def test_blind_batch_is_new_and_covers_issue_27(batch):
+    """A blind batch of issue 27: enough device cases and other errors, each on a report
+    and with an id the earlier corpora do not use, every mechanism of issue 27, every
+    library the batch added, and its wrong cases marked with their mechanism."""
+    _, cases, libraries, devices, others = BLIND[batch]
+    assert len([c for c in cases if not c.quiet]) >= devices
+    assert len([c for c in cases if c.quiet]) >= others
+    earlier = CASES + CASES2 + [c for b in BLIND[:batch] for c in b[1]]
+    assert not [c.id for c in cases if c.url in {e.url for e in earlier}]
+    assert not [c.id for c in cases if c.id in {e.id for e in earlier}]
+    assert len({c.url for c in cases}) == len(cases)
+    assert {n for c in cases for n in c.classes} >= set(range(1, 9))
+    assert {n for c in cases for n in c.needs} >= libraries
+    assert all(c.xfail.startswith("issue 27 mechanism ") for c in cases if c.xfail)
 
 
 def _outcomes(cases):
