@@ -394,21 +394,12 @@ def _original_attribute(value: Any) -> str | None:
     """Which attribute of a compiled callable holds the original (None if not compiled)."""
     module = probe.class_module(type(value))
     if probe.class_name(value) == "OptimizedModule" and module.startswith("torch._dynamo"):
-        state = _instance_dict(value)
+        state = probe.module_dict(value)
         return "_orig_mod" if "_orig_mod" in state or _registered(state, "_orig_mod") else None
-    state = _instance_dict(value)
+    state = probe.module_dict(value)
     if "_torchdynamo_orig_callable" in state and callable(state["_torchdynamo_orig_callable"]):
         return "_torchdynamo_orig_callable"
     return None
-
-
-def _instance_dict(value: Any) -> dict[str, Any]:
-    try:
-        state = object.__getattribute__(value, "__dict__")
-    except BaseException as caught:
-        contain(caught)
-        return {}
-    return state if type(state) is dict else {}
 
 
 def _registered(state: dict[str, Any], name: str) -> bool:

@@ -513,7 +513,8 @@ def _unreadable_shape_note(tensor: Any) -> str:
 
 
 def module_dict(module: Any) -> dict[str, Any]:
-    """A module's instance ``__dict__``, read without ``__getattr__`` tricks."""
+    """A module's (or any object's) instance ``__dict__``, read without ``__getattr__``
+    tricks; ``{}`` when it has none."""
     try:
         found = object.__getattribute__(module, "__dict__")
     except BaseException as caught:
