@@ -42,8 +42,9 @@ def _session(setup: str, cell: str) -> tuple[Notebook, ipydevice.Diagnosis]:
     return nb, d
 
 
-def _first_fix_runs(nb: Notebook, d: ipydevice.Diagnosis, cell: str, setup: str = "") -> None:
-    """The first fix, as the panel applies it, makes the whole cell run."""
+def _first_fix_runs(nb: Notebook, d: ipydevice.Diagnosis, cell: str, setup: str = "") -> Notebook:
+    """The first fix, as the panel applies it, makes the whole cell run; the session
+    it ran in (a new one for a source fix)."""
     fix = d.fixes[0]
     if fix.scope == "namespace":
         assert fix.apply(nb.ns).ok
@@ -56,6 +57,7 @@ def _first_fix_runs(nb: Notebook, d: ipydevice.Diagnosis, cell: str, setup: str 
         assert fix.scope == "cell", fix
         cell = fix.code
     assert nb.error(textwrap.dedent(cell)) is None, str(d)
+    return nb
 
 
 def test_an_object_two_roots_reach_is_named_from_the_shorter():
@@ -863,3 +865,73 @@ def test_a_holders_own_to_that_drops_a_move_is_mended_in_the_method():
     assert fix.scope == "source" and "Lookup.to" in fix.title, fix
     assert fix.code.strip() == "self.table = self.table.to(*args, **kwargs)", fix
     _first_fix_runs(nb, d, cell, setup)
+
+
+def test_a_module_whose_own_table_is_indexed_follows_its_indices():
+    # the indexed tensor is a buffer of a module never moved, read as `self.prior` in
+    # the user's method, and the next line reads its parameter: the module follows
+    setup = """
+    class Table(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer('prior', torch.zeros(7))
+            self.scale = nn.Parameter(torch.ones(7))
+
+        def score(self, labels, feats):
+            base = self.prior[labels[0]]
+            return base + self.scale[labels[0]] * feats.sum()
+
+    enc = nn.Linear(4, 4).to(dev)
+    table = Table()
+    labels = torch.randint(0, 7, (2, 5), device=dev)
+    x = torch.randn(3, 4, device=dev)
+    """
+    cell = "feats = enc(x)\nout = table.score(labels, feats)\n"
+    nb, d = _session(setup, cell)
+    assert d.target == "openreg:0"
+    assert [c.name for c in d.culprits][:1] == ["table"], str(d)
+    assert d.headline.count("table") == 1, d.headline
+    _first_fix_runs(nb, d, cell)
+    assert nb.ns["out"].device.type == "openreg"
+
+
+def test_a_distribution_around_another_is_named_as_the_one_the_user_holds():
+    # a log-normal made as a transformed Normal: its tensors are the inner Normal's, and
+    # the user holds (and would remake) the outer one
+    setup = """
+    from torch.distributions import Normal, TransformedDistribution
+    from torch.distributions.transforms import ExpTransform
+    noise = TransformedDistribution(Normal(torch.zeros(3), torch.ones(3)), [ExpTransform()])
+    z = torch.rand(5, 3, device=dev) + 0.5
+    """
+    cell = "logp = noise.log_prob(z).sum()\n"
+    nb, d = _session(setup, cell)
+    assert d.target == "openreg:0"
+    assert [c.name for c in d.culprits][:1] == ["noise"], str(d)
+    _first_fix_runs(nb, d, cell)
+    assert nb.ns["logp"].device.type == "openreg"
+
+
+def test_a_tensor_a_call_wants_on_the_cpu_is_not_the_one_moved():
+    # `seq_len` must stay on the CPU (pack_padded_sequence, by keyword); the mask made
+    # from it in the same function is what meets the device
+    setup = """
+    from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+    rnn = nn.RNN(4, 6, batch_first=True).to(dev)
+
+    def pooled(x, seq_len):
+        packed = pack_padded_sequence(x, lengths=seq_len, batch_first=True, enforce_sorted=False)
+        h, _ = pad_packed_sequence(rnn(packed)[0], batch_first=True, total_length=x.shape[1])
+        valid = seq_len.unsqueeze(1) > torch.arange(x.shape[1])
+        return (h * valid.unsqueeze(-1)).sum(1)
+
+    x = torch.randn(3, 5, 4, device=dev)
+    seq_len = torch.tensor([5, 3, 2])
+    """
+    cell = "feats = pooled(x, seq_len)\n"
+    nb, d = _session(setup, cell)
+    assert d.target == "openreg:0"
+    assert [c.name for c in d.culprits] == ["valid in pooled"], str(d)
+    nb = _first_fix_runs(nb, d, cell, setup)
+    assert nb.ns["feats"].device.type == "openreg"

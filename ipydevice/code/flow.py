@@ -32,11 +32,13 @@ from dataclasses import dataclass
 from ipydevice.code.statements import chain_text
 
 __all__ = [
+    "CPU_ARGUMENTS",
     "FACTORIES",
     "INDEXING",
     "Clash",
     "Flow",
     "Known",
+    "cpu_arguments",
     "discarded_moves",
     "first_clash",
     "indexing_operands",
@@ -85,6 +87,9 @@ INDEXING = {
     "index_select": 1, "gather": 1, "scatter_": 1, "scatter": 1, "scatter_add_": 1,
     "scatter_add": 1, "scatter_reduce_": 1, "scatter_reduce": 1, "take_along_dim": 0,
 }  # fmt: skip
+#: Calls that want an argument on the CPU whatever the device of the rest: its
+#: position and keyword (``pack_padded_sequence(x, lengths)``).
+CPU_ARGUMENTS = {"pack_padded_sequence": (1, "lengths")}
 _MOVES = frozenset({"to", "cuda", "cpu"})
 _NOT_TENSORS = frozenset({"item", "tolist", "numpy", "size", "dim", "numel", "data_ptr"})
 
@@ -199,7 +204,7 @@ class Flow:
                 return found
             return None
         found = self.lookup(node)
-        if found is None and isinstance(node, ast.Attribute):
+        if found is None:  # ``x.T``, ``tags[0]``: a tensor's part is where the tensor is
             base = self.value(base_node)
             if base is not None and base.kind == "tensor":
                 return base
@@ -503,3 +508,22 @@ def _split(args: list[ast.expr], position: int) -> tuple[list[ast.expr], list[as
     held = args[position]
     indices = list(held.elts) if isinstance(held, (ast.Tuple, ast.List)) else [held]
     return indices, [a for i, a in enumerate(args) if i != position]
+
+
+def cpu_arguments(tree: ast.AST) -> set[str]:
+    """The texts of the arguments that calls in ``tree`` want on the CPU
+    (:data:`CPU_ARGUMENTS`): moving those to the device would fail there."""
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        wanted = CPU_ARGUMENTS.get(name)
+        if wanted is None:
+            continue
+        position, keyword = wanted
+        if len(node.args) > position:
+            out.add(ast.unparse(node.args[position]))
+        out.update(ast.unparse(k.value) for k in node.keywords if k.arg == keyword)
+    return out

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ipydevice._debug import contain
+from ipydevice.code.flow import cpu_arguments
 from ipydevice.code.statements import iter_statements
 from ipydevice.collect import probe
 from ipydevice.collect.frames import FrameView, frame_tree, safe_value
@@ -145,9 +146,10 @@ def _source(entry: Entry, view: FrameView) -> tuple[Any, str] | None:
     if stmt is None:
         return None
     device = entry.device
+    stays = cpu_arguments(tree)  # (``lengths`` of ``pack_padded_sequence``: not moved)
     sources: dict[int, tuple[Any, str]] = {}
     for value, text in _reads(stmt.value, view):
-        if value is entry.obj or not probe.is_tensor(value):
+        if value is entry.obj or not probe.is_tensor(value) or text in stays:
             continue
         if probe.placement(value)[0] == device:
             sources.setdefault(id(value), (value, text))

@@ -27,7 +27,7 @@ from ipydevice.collect.scan import Entry, Scan, descends
 from ipydevice.diagnosis.demands import demanded
 from ipydevice.diagnosis.indexed import indexed_follows
 from ipydevice.diagnosis.materials import state_dict_for
-from ipydevice.diagnosis.operands import named_operands
+from ipydevice.diagnosis.operands import kept_on_cpu, named_operands
 from ipydevice.diagnosis.placed import placed_part
 from ipydevice.diagnosis.split import split_part
 from ipydevice.diagnosis.targets import choose_target, concrete, named_by_message, same_device
@@ -134,11 +134,24 @@ def analyse(
         ]
     elif analysis.target:
         met = named_operands(facts, views)
-        analysis.found = _rank(_find(scan, analysis), analysis, scan, met)
+        found = _rank(_find(scan, analysis), analysis, scan, met)
+        kept = set() if same_device(analysis.target, "cpu") else kept_on_cpu(views)
+        stays = [c for c in found if c.entries and all(id(e.obj) in kept for e in c.entries)]
+        analysis.found = [c for c in found if c not in stays] or found
     if followed is not None:
-        first = Culprit(_finding(followed.entry, followed.why, analysis.target), [followed.entry])
-        rest = [c for c in analysis.found if followed.entry not in c.entries]
-        analysis.found = [first, *rest]
+        obj = followed.entry.obj
+        same = [
+            c
+            for c in analysis.found
+            if (c.owner is not None and c.owner.obj is obj) or any(e.obj is obj for e in c.entries)
+        ]
+        if same and followed.entry.kind == "module":
+            first = same[0]  # (a module's own finding says what it holds, and where)
+        else:
+            first = Culprit(
+                _finding(followed.entry, followed.why, analysis.target), [followed.entry]
+            )
+        analysis.found = [first, *(c for c in analysis.found if c not in same)]
     if analysis.target == "meta" and not (family and family.about_meta):
         analysis.notes = (
             "meta tensors hold no data: if the model should be real, materialise it "

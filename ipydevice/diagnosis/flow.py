@@ -30,11 +30,12 @@ from ipydevice.collect import probe
 from ipydevice.collect.frames import FrameView, failing_statement, frame_tree, safe_value
 from ipydevice.diagnosis.devices import same_device
 
-__all__ = ["DeviceFlow", "Moves", "device_flow", "known"]
+__all__ = ["DeviceFlow", "Moves", "device_flow", "known", "moved_module"]
 
 _STATEMENTS = 48
 _FRAMES = 4
 _MODULES = 64
+_SUBMODULES = 256  # modules a move fix moves in place, for the flow to see
 
 
 def known(value: Any, moved: dict[int, str] | None = None) -> Known | None:
@@ -66,6 +67,25 @@ def known(value: Any, moved: dict[int, str] | None = None) -> Known | None:
         device = probe.device_of(value)
         return Known("generator", "" if device == probe.UNKNOWN else device)
     return None
+
+
+def moved_module(module: Any, target: str, objects: dict[int, str]) -> None:
+    """A module and (at most ``_SUBMODULES`` of) its submodules, moved in place, with
+    their parameters and buffers (``self.proxies`` read in its ``forward``); plain
+    tensor attributes stay (``Module.to`` never moves them)."""
+    objects[id(module)] = target
+    queue = [module]
+    while queue and len(objects) < _SUBMODULES:
+        attributes = probe.module_dict(queue.pop(0))
+        for registered in (attributes.get("_parameters"), attributes.get("_buffers")):
+            if type(registered) is dict:
+                objects.update((id(t), target) for t in dict.values(registered) if t is not None)
+        children = attributes.get("_modules")
+        if type(children) is dict:
+            for child in dict.values(children):
+                if child is not None and id(child) not in objects:
+                    objects[id(child)] = target
+                    queue.append(child)
 
 
 def module_device(module: Any, moved: dict[int, str] | None = None) -> str:

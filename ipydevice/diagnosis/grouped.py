@@ -34,6 +34,8 @@ def group_library_objects(
     out: list[Culprit] = []
     for culprit in found:
         holder, size = _library_holder(culprit)
+        if holder is not None and namespace is not None:
+            holder, size = _outermost(culprit.entries[0].path, holder, size, namespace)
         if holder is None and namespace is not None:
             holder, size = _moves_itself(culprit, namespace)
         if holder is None:
@@ -122,14 +124,46 @@ def _library_holder(culprit: Culprit) -> tuple[object | None, int]:
         or len(entry.path) < 2
         or entry.path[-1][0] != "attr"
         or not probe.is_tensor(entry.obj)
-        or probe.is_module(holder)
+        or not _computes(holder)
+    ):
+        return None, 0
+    return holder, len(entry.path) - 1
+
+
+def _computes(holder: object) -> bool:
+    """A library's object that computes with what it keeps, with no ``.to()``."""
+    return not (
+        probe.is_module(holder)
         or probe.is_optimizer(holder)
         or probe.is_a(holder, (tuple, list, dict))  # (a record's fields: a namedtuple's)
         or _mapping(holder)  # (a config's section keeps values, it does not compute)
         or probe.class_attribute(type(holder), "to") is not None
         or not has_behaviour(type(holder))
-    ):
-        return None, 0
-    if users_class(type(holder)):
-        return None, 0  # (its attributes are the user's: they wrote them)
-    return holder, len(entry.path) - 1
+        or users_class(type(holder))  # (its attributes are the user's: they wrote them)
+    )
+
+
+def _outermost(
+    path: Path, holder: object, size: int, namespace: Mapping[str, Any]
+) -> tuple[object, int]:
+    """The outermost of the objects that hold ``holder`` attribute by attribute, each
+    one that computes too (an ``Independent`` around a ``Uniform``, a transformed
+    distribution around its base): the one the user made and holds. Found by
+    following ``path`` from the namespace (no user code runs)."""
+    if size < 2 or path[0][0] != "name":
+        return holder, size
+    try:
+        obj = namespace[path[0][1]]
+    except BaseException:
+        return holder, size
+    chain = [obj]
+    for step in path[1 : size - 1]:
+        ok, obj = step_into(obj, step)
+        if not ok:
+            return holder, size
+        chain.append(obj)
+    for outer in range(size - 1, 0, -1):  # chain[outer - 1] holds chain[outer] (or holder)
+        if path[outer][0] != "attr" or not _computes(chain[outer - 1]):
+            break
+        holder, size = chain[outer - 1], outer
+    return holder, size

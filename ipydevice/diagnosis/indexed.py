@@ -29,7 +29,7 @@ from ipydevice.collect.frames import FrameView, failing_statement, safe_value
 from ipydevice.collect.scan import Entry, Scan
 from ipydevice.diagnosis.demands import Demanded
 from ipydevice.diagnosis.devices import same_device
-from ipydevice.diagnosis.flow import device_flow, predicted
+from ipydevice.diagnosis.flow import device_flow, moved_module, predicted
 
 __all__ = ["Followed", "indexed_follows"]
 
@@ -75,9 +75,14 @@ def indexed_follows(applied: Demanded, scan: Scan, views: Sequence[FrameView]) -
             ):
                 continue
             device = there.pop()
-            reason = _follows(table, values, device, applied.target, views)
+            # a module's own parameter or buffer (``self.start_transitions``): the
+            # module follows, with all it registers
+            owner = _registering(held, table, view)
+            reason = _follows(table, values, device, applied.target, views, owner)
             if reason is None:
                 return None
+            if owner is not None:
+                held, table = held.value, owner  # type: ignore[attr-defined]
             # (a cell's own name is the namespace's: ``conf``, not ``conf in In [3]``)
             own = view.is_module_level and isinstance(held, ast.Name)
             entry = scan.add(
@@ -92,21 +97,48 @@ def indexed_follows(applied: Demanded, scan: Scan, views: Sequence[FrameView]) -
             if entry is None:
                 return None
             entry.named |= own
+            what = (
+                "the module whose tensor is indexed" if owner is not None else "the tensor indexed"
+            )
             why = (
-                f"the tensor indexed, on {applied.target}: its indices and the rest of the "
+                f"{what}, on {applied.target}: its indices and the rest of the "
                 f"computation are on {device}"
             )
             return Followed(device, reason, why, entry)
     return None
 
 
+def _registering(held: ast.expr, table: object, view: FrameView) -> object | None:
+    """The module ``held`` (``<module>.<name>``) reads ``table`` from as one of its
+    registered parameters or buffers; None otherwise."""
+    if not isinstance(held, ast.Attribute):
+        return None
+    ok, owner = safe_value(held.value, view.frame)
+    if not ok or not probe.is_module(owner):
+        return None
+    state = probe.module_dict(owner)
+    for slot in ("_parameters", "_buffers"):
+        registered = state.get(slot)
+        if type(registered) is dict and dict.get(registered, held.attr) is table:
+            return owner
+    return None
+
+
 def _follows(
-    table: object, indices: list, device: str, demanded: str, views: Sequence[FrameView]
+    table: object,
+    indices: list,
+    device: str,
+    demanded: str,
+    views: Sequence[FrameView],
+    owner: object | None = None,
 ) -> str | None:
     flow = device_flow(views)
     if not flow.blocks:
         return None
-    if flow.clash({id(table): device}) is not None:
+    moved = {id(table): device}
+    if owner is not None:  # the module with all it registers
+        moved_module(owner, device, moved)
+    if flow.clash(moved) is not None:
         return None  # moving the table would not settle it either
     after = flow.clash({id(v): demanded for v in indices}) if indices else None
     if after is not None:
@@ -116,7 +148,7 @@ def _follows(
         )
     # the table's siblings (a schedule's other tables, on its holder) go with it
     where, witness = flow.computation(
-        {id(table), *(id(v) for v in indices)}, beside=flow.holders(table)
+        {*moved, *(id(v) for v in indices)}, beside=flow.holders(table)
     )
     if where and same_device(where, device):
         return f"where the indices and the rest of the computation are (`{witness}` is there)"

@@ -19,13 +19,13 @@ from __future__ import annotations
 import ast
 from collections.abc import Sequence
 
-from ipydevice.code.flow import indexing_operands
+from ipydevice.code.flow import cpu_arguments, indexing_operands
 from ipydevice.collect import probe
-from ipydevice.collect.frames import FrameView, failing_statement, safe_value
+from ipydevice.collect.frames import FrameView, failing_statement, frame_tree, safe_value
 from ipydevice.diagnosis.demands import positional_names
 from ipydevice.family import MessageFacts
 
-__all__ = ["named_operands"]
+__all__ = ["kept_on_cpu", "named_operands"]
 
 _INDEX_ARGUMENTS = ("index", "indices")
 
@@ -70,3 +70,21 @@ def _passed(stmt: ast.stmt, argument: str, view: FrameView) -> list[ast.expr]:
             if names[position] == argument and not isinstance(arg, ast.Starred)
         )
     return out
+
+
+def kept_on_cpu(views: Sequence[FrameView]) -> set[int]:
+    """Ids of the tensors that the user's functions on the stack pass where a call
+    wants them on the CPU (``lengths`` of ``pack_padded_sequence``): never culprits
+    to move to an accelerator, whatever else is there."""
+    found: set[int] = set()
+    for view in views:
+        parsed = frame_tree(view) if view.is_user else None
+        for text in cpu_arguments(parsed[0]) if parsed is not None else ():
+            try:
+                node = ast.parse(text, mode="eval").body
+            except SyntaxError:
+                continue
+            ok, value = safe_value(node, view.frame)
+            if ok and probe.is_tensor(value):
+                found.add(id(value))
+    return found

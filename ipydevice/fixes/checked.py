@@ -20,15 +20,12 @@ import functools
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from ipydevice.collect import probe
 from ipydevice.collect.frames import FrameView, safe_value
 from ipydevice.collect.paths import Path
-from ipydevice.diagnosis.flow import DeviceFlow, Moves, device_flow
+from ipydevice.diagnosis.flow import DeviceFlow, Moves, device_flow, moved_module
 from ipydevice.model import Fix, Step
 
 __all__ = ["FixCheck"]
-
-_SUBMODULES = 256
 
 
 class FixCheck:
@@ -54,7 +51,7 @@ class FixCheck:
             if step.action in ("module_to", "to_empty", "load_state_dict"):
                 found = self._value(step.path)
                 if found is not None:
-                    _moved_module(found[1], step.target, moves.objects)
+                    moved_module(found[1], step.target, moves.objects)
             elif step.action in ("reassign", "mapping", "sequence"):
                 if len(step.path) == 1:
                     moves.names[str(step.path[0][1])] = step.target
@@ -94,25 +91,6 @@ class FixCheck:
             return None
         ok, value = safe_value(node, self.frame)
         return (ok, value) if ok else None
-
-
-def _moved_module(module: Any, target: str, objects: dict[int, str]) -> None:
-    """A module and (at most ``_SUBMODULES`` of) its submodules, moved in place, with
-    their parameters and buffers (``self.proxies`` read in its ``forward``); plain
-    tensor attributes stay (``Module.to`` never moves them)."""
-    objects[id(module)] = target
-    queue = [module]
-    while queue and len(objects) < _SUBMODULES:
-        attributes = probe.module_dict(queue.pop(0))
-        for registered in (attributes.get("_parameters"), attributes.get("_buffers")):
-            if type(registered) is dict:
-                objects.update((id(t), target) for t in dict.values(registered) if t is not None)
-        children = attributes.get("_modules")
-        if type(children) is dict:
-            for child in dict.values(children):
-                if child is not None and id(child) not in objects:
-                    objects[id(child)] = target
-                    queue.append(child)
 
 
 def _node(path: Path) -> ast.expr | None:

@@ -41,7 +41,7 @@ CASES: list[Case] = [
     # devices, cpu and cuda:0!
     Case(
         id="snntorch-membrane-initialised-before-the-move",
-        url="https://github.com/jeshraghian/snntorch/issues/316",
+        url="https://github.com/nengo/pytorch-spiking/issues/6",
         classes=(4,),
         setup="""
         import snntorch as snn
@@ -142,7 +142,6 @@ CASES: list[Case] = [
     Case(
         id="crf-layer-kept-next-to-the-tagger",
         url="https://github.com/kmkurn/pytorch-crf/issues/67",
-        xfail="issue 27 mechanism 7: a module never moved, its own tensor indexed in the library's code: no culprit, target cpu",
         classes=(7,),
         setup=OPENREG
         + """
@@ -179,7 +178,6 @@ CASES: list[Case] = [
     Case(
         id="crf-mask-made-from-cpu-lengths",
         url="https://github.com/kmkurn/pytorch-crf/pull/101",
-        xfail="issue 27 mechanism 6: `lengths` named and moved, but pack_padded_sequence needs them on the CPU: the next line fails",
         classes=(2, 6),
         setup=OPENREG
         + """
@@ -221,7 +219,6 @@ CASES: list[Case] = [
     Case(
         id="nflows-boxuniform-prior-on-the-cpu",
         url="https://github.com/sbi-dev/sbi/issues/853",
-        xfail="issue 27 mechanism 3: named by the inner distribution (prior.base_dist), not the one the user holds",
         classes=(3,),
         setup=OPENREG
         + """
@@ -282,7 +279,7 @@ CASES: list[Case] = [
     # devices, cpu and cuda:0!
     Case(
         id="perceiver-io-queries-never-made-a-parameter",
-        url="https://github.com/facebookresearch/ReAgent/pull/629",
+        url="https://github.com/styalai/xLSTM-pytorch/issues/2",
         classes=(2, 5),
         setup="""
         from perceiver_pytorch import PerceiverIO

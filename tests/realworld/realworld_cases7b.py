@@ -340,7 +340,7 @@ CASES: list[Case] = [
     # devices, cuda:0 and cpu!
     Case(
         id="complex-fft-filter-kept-as-a-plain-attribute",
-        url="https://github.com/IBM/simulai/pull/182",
+        url="https://github.com/phernst/pytorch_radon/pull/2",
         classes=(2, 5),
         setup="""
         device = 'cuda'
