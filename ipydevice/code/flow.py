@@ -510,9 +510,25 @@ def _split(args: list[ast.expr], position: int) -> tuple[list[ast.expr], list[as
     return indices, [a for i, a in enumerate(args) if i != position]
 
 
-def cpu_arguments(tree: ast.AST) -> set[str]:
+#: id(tree) -> (tree, its CPU arguments): a frame's tree is parsed once and kept
+#: (``frame_tree``), so each is walked once, not once per diagnosis.
+_CPU_ARGUMENTS_OF: dict[int, tuple[ast.AST, frozenset[str]]] = {}
+
+
+def cpu_arguments(tree: ast.AST) -> frozenset[str]:
     """The texts of the arguments that calls in ``tree`` want on the CPU
     (:data:`CPU_ARGUMENTS`): moving those to the device would fail there."""
+    cached = _CPU_ARGUMENTS_OF.get(id(tree))
+    if cached is not None and cached[0] is tree:
+        return cached[1]
+    if len(_CPU_ARGUMENTS_OF) > 256:
+        _CPU_ARGUMENTS_OF.clear()
+    found = frozenset(_cpu_arguments(tree))
+    _CPU_ARGUMENTS_OF[id(tree)] = (tree, found)
+    return found
+
+
+def _cpu_arguments(tree: ast.AST) -> set[str]:
     out: set[str] = set()
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call):

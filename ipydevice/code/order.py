@@ -61,8 +61,24 @@ _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 _LOOPS = (ast.For, ast.AsyncFor, ast.While)
 
 
-def _enclosing(tree: ast.AST, stmt: ast.stmt) -> list[ast.AST]:
+#: (id(tree), id(stmt)) -> (tree, stmt, what encloses it): the trees are the parsers'
+#: cached ones, and a diagnosis asks about the same statements several times.
+_ENCLOSING: dict[tuple[int, int], tuple[ast.AST, ast.stmt, tuple[ast.AST, ...]]] = {}
+
+
+def _enclosing(tree: ast.AST, stmt: ast.stmt) -> tuple[ast.AST, ...]:
     """The nodes with bodies around ``stmt``, outermost first (``tree`` included)."""
+    cached = _ENCLOSING.get((id(tree), id(stmt)))
+    if cached is not None and cached[0] is tree and cached[1] is stmt:
+        return cached[2]
+    if len(_ENCLOSING) > 256:
+        _ENCLOSING.clear()
+    found = tuple(_walk_down(tree, stmt))
+    _ENCLOSING[(id(tree), id(stmt))] = (tree, stmt, found)
+    return found
+
+
+def _walk_down(tree: ast.AST, stmt: ast.stmt) -> list[ast.AST]:
     path: list[ast.AST] = [tree]
     node: ast.AST = tree
     while True:

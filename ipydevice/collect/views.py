@@ -171,12 +171,13 @@ class ModuleWalks:
         limit = self.settings.max_items
         registered = view.registered
         tensor_types = self._tensor_types
+        cls = type(module)
+        indexed = indexing(cls)  # (``prompts[1]`` of a ParameterList, ``layers[3]``)
         for slot, kind in _REGISTRIES:
             table = state.get(slot)
             if type(table) is dict and not table:
                 continue  # an empty registry (most modules' buffers): no call
-            # (``prompts[1]`` of a ParameterList, as its ``[]`` reads it)
-            how = indexing(type(module)) if kind == "parameter" else ""
+            how = indexed if kind == "parameter" else ""
             for name, tensor in named_items(table, limit):
                 if tensor is None:
                     continue  # ``bias=False`` registers None
@@ -191,10 +192,10 @@ class ModuleWalks:
         if type(table) is dict and len(table) > limit:
             view.unread.append((rel, "submodule", limit, len(table)))
         if submodules:
-            cls = type(module)
             for position, (name, child) in enumerate(submodules):
                 if child is not None:
-                    children.append((child, (*rel, child_step(cls, name, position, child))))
+                    step = child_step(cls, name, position, child, indexed)
+                    children.append((child, (*rel, step)))
         if only_usual_attributes(module, state):
             return children  # nn.Linear & co. with nothing the user added
         for name, value in public_items(state, limit):

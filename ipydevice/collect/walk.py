@@ -147,12 +147,16 @@ def indexing(kind: type) -> str:
     return how
 
 
-def child_step(kind: type, name: str, position: int, child: Any = None) -> tuple[str, Any]:
+def child_step(
+    kind: type, name: str, position: int, child: Any = None, how: str | None = None
+) -> tuple[str, Any]:
     """The step from a module of class ``kind`` to its submodule registered as
     ``name``, the ``position``-th of its ``_modules``, as the user writes it and as
     it evaluates: ``layers[3]`` (a list-like container's position), ``heads['en']``
-    (a dict-like one's key), ``encoder.block``, ``getattr(block, '0')``."""
-    how = indexing(kind)
+    (a dict-like one's key), ``encoder.block``, ``getattr(block, '0')``. ``how`` is
+    ``indexing(kind)`` when the caller has it already."""
+    if how is None:
+        how = indexing(kind)
     if how == "number" and name.isdecimal() and str(int(name)) == name:
         return ("item", int(name))
     if how == "position" and not is_name(name):
