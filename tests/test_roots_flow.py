@@ -935,3 +935,18 @@ def test_a_tensor_a_call_wants_on_the_cpu_is_not_the_one_moved():
     assert [c.name for c in d.culprits] == ["valid in pooled"], str(d)
     nb = _first_fix_runs(nb, d, cell, setup)
     assert nb.ns["feats"].device.type == "openreg"
+
+
+def test_a_distribution_made_of_another_kept_privately_is_read_and_named():
+    # a Beta keeps its numbers in a Dirichlet under a private name, served by no
+    # attribute of that name: read there, and the culprit is the Beta the user holds
+    setup = """
+    mix = torch.distributions.Beta(torch.tensor([0.4]), torch.tensor([0.4]))
+    x = torch.randn(6, 10, device=dev)
+    """
+    cell = "w = mix.sample((x.shape[0],)) * x\n"
+    nb, d = _session(setup, cell)
+    assert d.target == "openreg:0"
+    assert [c.name for c in d.culprits] == ["mix"], str(d)
+    _first_fix_runs(nb, d, cell)
+    assert nb.ns["w"].device.type == "openreg"

@@ -19,6 +19,7 @@ from typing import Any
 from ipydevice.collect import probe
 from ipydevice.collect.paths import Path, format_path
 from ipydevice.collect.roots import step_into
+from ipydevice.collect.scan import Entry
 from ipydevice.collect.together import has_behaviour, users_class
 from ipydevice.diagnosis.culprits import Culprit
 
@@ -34,8 +35,8 @@ def group_library_objects(
     out: list[Culprit] = []
     for culprit in found:
         holder, size = _library_holder(culprit)
-        if holder is not None and namespace is not None:
-            holder, size = _outermost(culprit.entries[0].path, holder, size, namespace)
+        if holder is not None:
+            holder, size = _outermost(culprit.entries[0], holder, size)
         if holder is None and namespace is not None:
             holder, size = _moves_itself(culprit, namespace)
         if holder is None:
@@ -143,27 +144,24 @@ def _computes(holder: object) -> bool:
     )
 
 
-def _outermost(
-    path: Path, holder: object, size: int, namespace: Mapping[str, Any]
-) -> tuple[object, int]:
+def _outermost(entry: Entry, holder: object, size: int) -> tuple[object, int]:
     """The outermost of the objects that hold ``holder`` attribute by attribute, each
-    one that computes too (an ``Independent`` around a ``Uniform``, a transformed
-    distribution around its base): the one the user made and holds. Found by
-    following ``path`` from the namespace (no user code runs)."""
-    if size < 2 or path[0][0] != "name":
-        return holder, size
-    try:
-        obj = namespace[path[0][1]]
-    except BaseException:
-        return holder, size
-    chain = [obj]
-    for step in path[1 : size - 1]:
-        ok, obj = step_into(obj, step)
-        if not ok:
-            return holder, size
-        chain.append(obj)
-    for outer in range(size - 1, 0, -1):  # chain[outer - 1] holds chain[outer] (or holder)
-        if path[outer][0] != "attr" or not _computes(chain[outer - 1]):
+    one that computes too (an ``Independent`` around a ``Uniform``, a mixture around
+    its components): the one the user made and holds. Read from the scan's entries
+    (each holder's entry owns what it holds); no user code runs."""
+    node = entry.owner
+    while node is not None and node.obj is not holder:
+        node = node.owner
+    while node is not None:
+        above = node.owner
+        if (
+            above is None
+            or len(node.path) < 2
+            or node.path[-1][0] != "attr"
+            or node.path[:-1] != above.path
+            or not _computes(above.obj)
+        ):
             break
-        holder, size = chain[outer - 1], outer
+        node = above
+        holder, size = node.obj, len(node.path)
     return holder, size

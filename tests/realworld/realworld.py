@@ -247,7 +247,28 @@ class _ShellSession:
 
 
 @contextlib.contextmanager
+def _distributions_validated() -> Iterator[None]:
+    """torch's default argument validation of distributions for the case, put back
+    after it: a library imported by an earlier case may have turned it off for the
+    whole process (zuko does, on import), and a case about a bad ``scale`` needs it."""
+    from torch.distributions import Distribution
+
+    before = Distribution._validate_args
+    Distribution.set_default_validate_args(__debug__)
+    try:
+        yield
+    finally:
+        Distribution._validate_args = before
+
+
+@contextlib.contextmanager
 def _session(case: Case) -> Iterator[Any]:
+    with _distributions_validated(), _device_session(case) as session:
+        yield session
+
+
+@contextlib.contextmanager
+def _device_session(case: Case) -> Iterator[Any]:
     device = standin() if case.standin else fake_cuda() if case.fake else contextlib.nullcontext()
     if not case.shell:
         with device:

@@ -424,7 +424,6 @@ CASES: list[Case] = [
         checks=("log_pz",),
         fake=False,
         standin=True,
-        xfail="issue 27 mechanism 3: a MixtureSameFamily prior keeps its component distributions in private attributes (`_mixture_distribution`, served by properties): no culprit, no fix",
     ),
     Case(
         id="calibration-temperature-from-a-cpu-checkpoint",

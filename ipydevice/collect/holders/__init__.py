@@ -3,7 +3,8 @@
 One file per kind, each a :class:`~ipydevice.collect.holders.base.Holder`
 registered here, like error families and audits: lists and tuples, mappings,
 dataclasses, attrs classes, pydantic models, closures (cells, defaults,
-partials, bound methods), slotted classes, and any other object with an
+partials, bound methods), slotted classes, torch's distributions (and those they
+are made of), and any other object with an
 instance dict (public attributes and a private store it serves through
 ``__getattr__``). A user adds a kind for a class of their own with
 :func:`ipydevice.plugins.holder`. Modules and optimizers are not holder kinds:
@@ -27,6 +28,7 @@ from ipydevice.collect.holders import (
     attrs_classes,
     closures,
     dataclass_fields,
+    distributions,
     mappings,
     objects,
     pydantic_models,
@@ -125,6 +127,7 @@ for _module in (
     pydantic_models,
     closures,
     slotted,
+    distributions,
     objects,
 ):
     add(_module.HOLDER)
