@@ -53,6 +53,7 @@ CASES: list[Case] = [
     Case(
         id="ignite-ema-handler-made-before-the-move",
         url="https://github.com/OpenRLHF/OpenRLHF/issues/245",
+        xfail="issue 27 mechanism 4: an EMA copy made before the move: `trainer.state.batch[0]` named and moved, not `ema_handler.ema_model`; the re-run fails",
         classes=(4, 7),
         setup=OPENREG
         + """
@@ -120,6 +121,7 @@ CASES: list[Case] = [
     Case(
         id="ignite-loss-metric-with-a-weighted-criterion",
         url="https://github.com/chemprop/chemprop/pull/1296",
+        xfail="issue 27 mechanism 6: the weight the message names is named (`criterion.weight`), not the loss module wholly on the CPU (the fix `criterion.to(device)` runs)",
         classes=(5,),
         setup=OPENREG
         + """
@@ -175,6 +177,7 @@ CASES: list[Case] = [
     Case(
         id="reformer-memory-keys-read-from-a-global",
         url="https://github.com/Tencent/NeuralNLP-NeuralClassifier/issues/123",
+        xfail="issue 27 mechanism 2: a global read inside `forward` named as the local it is passed as (`keys in ReadOut.forward`), not `memory`; the first fix moves another tensor and the re-run fails",
         classes=(2,),
         setup="""
         from reformer_pytorch import Reformer
@@ -206,6 +209,7 @@ CASES: list[Case] = [
     Case(
         id="moe-experts-offloaded-to-the-cpu",
         url="https://github.com/lucidrains/mixture-of-experts/issues/5",
+        xfail="issue 27 mechanism 7: experts moved to the CPU by hand are taken as placed on purpose: `x` named, target cpu, where the author wants `block.moe.experts` back on the device",
         classes=(7,),
         setup=OPENREG
         + """

@@ -31,6 +31,7 @@ CASES: list[Case] = [
     Case(
         id="meta-initialised-model-moved-with-to",
         url="https://github.com/AI4Bharat/IndicF5/issues/28",
+        xfail="issue 27 mechanism 5: the target is spelled `openreg` (the user's variable) where the corpus wants the indexed `openreg:0` (the culprit and the fix are right)",
         classes=(0,),
         setup=OPENREG
         + """
@@ -113,6 +114,7 @@ CASES: list[Case] = [
     Case(
         id="weighted-sampler-weights-built-on-the-gpu",
         url="https://github.com/NarcissusEx/CuNeRF/issues/8",
+        xfail="issue 27 mechanism 7: a sampler's weights on the device with a CPU generator: no culprit, target openreg:0",
         classes=(5,),
         setup=OPENREG
         + """
@@ -174,6 +176,7 @@ CASES: list[Case] = [
     Case(
         id="loss-closure-capturing-cpu-class-weights",
         url="https://github.com/pytorch/pytorch/issues/130193",
+        xfail="issue 27 mechanism 2: a closure's variable named as the function reads it (`class_weights in loss_fn`), where the author wants the function `loss_fn` (the fix runs)",
         classes=(2,),
         setup="""
         device = 'cuda'
@@ -278,6 +281,7 @@ CASES: list[Case] = [
     Case(
         id="attribute-set-after-the-move",
         url="https://github.com/pytorch/pytorch/issues/45567",
+        xfail="issue 27 mechanism 5: the culprit is right, but the first fix is `register_buffer` in the class while the attribute is set after `.to()`: the re-run fails",
         classes=(5,),
         setup="""
         device = 'cuda'
@@ -359,6 +363,7 @@ CASES: list[Case] = [
     Case(
         id="custom-optimizer-state-made-without-a-device",
         url="https://github.com/facebookresearch/madgrad/issues/4",
+        xfail="issue 27 mechanism 5: the state tensor the step met is named (`opt.state[net[0].weight]['momentum']`), where the author wants `opt.state` (the fix moves all of it and runs)",
         classes=(5,),
         setup=OPENREG
         + """

@@ -19,6 +19,8 @@ from realworld_cases6 import CASES as CASES6A
 from realworld_cases6b import CASES as CASES6B
 from realworld_cases7 import CASES as CASES7A
 from realworld_cases7b import CASES as CASES7B
+from realworld_cases8 import CASES as CASES8A
+from realworld_cases8b import CASES as CASES8B
 
 pytest.importorskip("transformers")
 pytest.importorskip("peft")
@@ -41,8 +43,11 @@ CASES6 = CASES6A + CASES6B
 #: The seventh corpus (issue 27's fifth blind batch).
 CASES7 = CASES7A + CASES7B
 
+#: The eighth corpus (issue 27's sixth blind batch).
+CASES8 = CASES8A + CASES8B
+
 #: Every corpus.
-ALL = CASES + CASES2 + CASES3 + CASES4 + CASES5 + CASES6 + CASES7
+ALL = CASES + CASES2 + CASES3 + CASES4 + CASES5 + CASES6 + CASES7 + CASES8
 
 #: The rates the first corpus must keep (they only go up).
 FLOORS = {
@@ -121,6 +126,18 @@ LIBRARIES7 = {
     "rtdl_revisiting_models",
 }
 
+#: The libraries the eighth corpus added.
+LIBRARIES8 = {
+    "ignite",
+    "reformer_pytorch",
+    "mixture_of_experts",
+    "siren_pytorch",
+    "egnn_pytorch",
+    "pytorch_tcn",
+    "asteroid_filterbanks",
+    "torchkge",
+}
+
 
 def _available(need: str) -> bool:
     """A library the case imports, or ``python>=3.11`` (ExceptionGroup, TaskGroup)."""
@@ -197,6 +214,7 @@ BLIND = (
     ("fifth", CASES5, LIBRARIES5, 20, 3, range(1, 9)),
     ("sixth", CASES6, LIBRARIES6, 20, 3, range(1, 9)),
     ("seventh", CASES7, LIBRARIES7, 20, 3, range(1, 8)),
+    ("eighth", CASES8, LIBRARIES8, 20, 3, range(1, 9)),
 )
 
 
@@ -238,6 +256,7 @@ def test_rates(capsys):
     outcomes5 = _outcomes(CASES5)
     outcomes6 = _outcomes(CASES6)
     outcomes7 = _outcomes(CASES7)
+    outcomes8 = _outcomes(CASES8)
     with capsys.disabled():
         print("\n" + format_rates(outcomes))
         print(format_rates(outcomes2, "second real-library corpus"))
@@ -246,6 +265,7 @@ def test_rates(capsys):
         print(format_rates(outcomes5, "fifth real-library corpus"))
         print(format_rates(outcomes6, "sixth real-library corpus"))
         print(format_rates(outcomes7, "seventh real-library corpus"))
+        print(format_rates(outcomes8, "eighth real-library corpus"))
     for name, (right, total) in rates(outcomes).items():
         if name in FLOORS and total:
             assert right / total >= FLOORS[name], format_rates(outcomes)
