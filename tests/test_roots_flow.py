@@ -950,3 +950,80 @@ def test_a_distribution_made_of_another_kept_privately_is_read_and_named():
     assert [c.name for c in d.culprits] == ["mix"], str(d)
     _first_fix_runs(nb, d, cell)
     assert nb.ns["w"].device.type == "openreg"
+
+
+def test_a_placeholder_attribute_set_after_the_move_is_moved_first():
+    # the class declares `self.keep = None`; the notebook sets the tensor after `.to()`:
+    # registering a buffer would not move it, so moving it comes first
+    setup = """
+    class Gate(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 4)
+            self.keep = None
+
+        def forward(self, x):
+            return self.lin(x) * self.keep
+
+    gate = Gate().to(dev)
+    gate.keep = torch.ones(4)
+    x = torch.randn(2, 4, device=dev)
+    """
+    cell = "y = gate(x)\n"
+    nb, d = _session(setup, cell)
+    assert [c.name for c in d.culprits][:1] == ["gate.keep"], str(d)
+    assert "register_buffer" not in d.fixes[0].code, d.fixes[0].code
+    assert any("register_buffer" in f.code for f in d.fixes[1:])
+    nb = _first_fix_runs(nb, d, cell, setup)
+    assert nb.ns["y"].device.type == "openreg"
+
+
+_MINILIB = """
+import copy
+
+
+class Averager:
+    def __init__(self, model):
+        self.averaged = copy.deepcopy(model)
+
+    def update(self, params):
+        for s, p in zip(self.averaged.parameters(), params):
+            s.detach().mul_(0.9).add_(p.detach(), alpha=0.1)
+
+
+class Runner:
+    def __init__(self, step):
+        self.step, self._handlers = step, []
+
+    def on_step(self, handler, *args):
+        self._handlers.append((handler, args))
+
+    def run(self, data):
+        for item in data:
+            self.step(item)
+            for handler, args in self._handlers:
+                handler(*args)
+"""
+
+
+def test_what_a_librarys_own_failing_line_met_is_named_from_the_namespace(tmp_path, monkeypatch):
+    # a library's averaged copy of the model, made before `.to()` and updated by a
+    # library's runner: the failing line is the library's own in-place update, which no
+    # user line reads; the copy it met is named, not the batch the cell passed along
+    lib = tmp_path / "site-packages"
+    lib.mkdir()
+    (lib / "minilib_avg.py").write_text(_MINILIB)
+    monkeypatch.syspath_prepend(str(lib))
+    setup = """
+    from minilib_avg import Averager, Runner
+    net = nn.Linear(4, 3)
+    avg = Averager(net)
+    net.to(dev)
+    runner = Runner(lambda xb: net(xb.to(dev)))
+    runner.on_step(avg.update, list(net.parameters()))
+    batch = [torch.randn(2, 4), torch.randn(2, 4)]
+    """
+    cell = "runner.run(batch)\n"
+    _nb, d = _session(setup, cell)
+    assert d.target == "openreg:0", str(d)
+    assert [c.name for c in d.culprits][:1] == ["avg.averaged"], str(d)

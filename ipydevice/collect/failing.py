@@ -69,6 +69,7 @@ def collect(
             _collect_library_frame(scan, view, consumed=index in failing)
     if views and not views[-1].is_user:
         scan.met = _met(views[-1])
+        _add_met(scan, views[-1])
     scan.adopt_chain(chain)
     scan.name_from(namespace, deep=False)  # deeper names: engine.name_in_depth
     if original is not None and is_compile_error(original):
@@ -76,6 +77,22 @@ def collect(
         scan.name_from(namespace, deep=False)
         prefer_held_roots(scan, namespace)
     return scan
+
+
+def _add_met(scan: Scan, view: FrameView) -> None:
+    """The tensors a library's own line met when it failed (``ema_p.mul_(...).add_(p)``
+    in an EMA helper): operands, even where the frame is no module's ``forward`` nor a
+    functional call; torch's own frames hold only temporaries."""
+    if _is_torch(view) or view.frame.f_code.co_name == "forward" or _is_functional(view):
+        return
+    for text, value, _ in line_operands(view):
+        if probe.is_tensor(value) and text.isidentifier():
+            scan.add(value, (("local", text),), view.label, operand=True, on_line=True)
+
+
+def _is_torch(view: FrameView) -> bool:
+    name = view.summary.filename.replace("\\", "/")
+    return "/torch/" in name or "/site-packages/torch" in name
 
 
 def _met(view: FrameView) -> list[int]:

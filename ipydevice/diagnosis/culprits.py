@@ -508,6 +508,11 @@ def _rank(
     message names (``met``, by id: :mod:`ipydevice.diagnosis.operands`), then the
     operands of the failing lines, the failing module's parts and optimizer state."""
     ranked = _ranked(found, analysis, scan)
+    if scan is not None and scan.met:
+        # what the failing line itself met (a library's own update of a copy it keeps)
+        # before what the user's line passed along to it
+        hit = set(scan.met)
+        ranked.sort(key=lambda c: not any(id(e.obj) in hit for e in c.entries))
     if not met:
         return ranked
 

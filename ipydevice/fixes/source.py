@@ -61,6 +61,9 @@ def source_fixes(
             fix, root = _local_fix(entry, views, analysis.target), False
         elif entry.kind == "attribute":
             fix = _register_buffer_fix(entry, scan, causes, analysis.target)
+            # (``self.rel_bias = None`` in the class: the tensor is set from outside,
+            # maybe after ``.to()``, which a buffer does not go back and move)
+            root = fix is None or not _declares_none(fix)
         elif entry.kind == "module":
             fix = _module_list_fix(entry, scan, causes, analysis.target)
         else:
@@ -296,6 +299,17 @@ def _class_edit(owner: Any, name: str, change: Any, title: str) -> Fix | None:
     where, stmt, offset = found
     lines = [ln if ln.endswith("\n") else ln + "\n" for ln in linecache.getlines(where.filename)]
     return apply_edit(where.filename, lines, stmt, offset, change, title)
+
+
+def _declares_none(fix: Fix) -> bool:
+    """The class line the fix changes assigns ``None``: a placeholder."""
+    try:
+        tree = ast.parse(fix.original.strip())
+    except SyntaxError:
+        return False
+    stmt = tree.body[0] if len(tree.body) == 1 else None
+    value = getattr(stmt, "value", ...)
+    return isinstance(value, ast.Constant) and value.value is None
 
 
 def register_buffer_fix(owner: Any, name: str) -> Fix | None:

@@ -53,7 +53,6 @@ CASES: list[Case] = [
     Case(
         id="ignite-ema-handler-made-before-the-move",
         url="https://github.com/OpenRLHF/OpenRLHF/issues/245",
-        xfail="issue 27 mechanism 4: an EMA copy made before the move: `trainer.state.batch[0]` named and moved, not `ema_handler.ema_model`; the re-run fails",
         classes=(4, 7),
         setup=OPENREG
         + """

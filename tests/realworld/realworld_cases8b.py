@@ -281,7 +281,6 @@ CASES: list[Case] = [
     Case(
         id="attribute-set-after-the-move",
         url="https://github.com/pytorch/pytorch/issues/45567",
-        xfail="issue 27 mechanism 5: the culprit is right, but the first fix is `register_buffer` in the class while the attribute is set after `.to()`: the re-run fails",
         classes=(5,),
         setup="""
         device = 'cuda'
