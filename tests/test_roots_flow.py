@@ -1027,3 +1027,47 @@ def test_what_a_librarys_own_failing_line_met_is_named_from_the_namespace(tmp_pa
     _nb, d = _session(setup, cell)
     assert d.target == "openreg:0", str(d)
     assert [c.name for c in d.culprits][:1] == ["avg.averaged"], str(d)
+
+
+def test_a_local_made_from_a_global_the_function_reads_is_named_by_the_global():
+    # `proto` is made in the function from the notebook's `bank`, which no failing
+    # line reads and no scan met before: the global is what the user moves
+    setup = """
+    bank = torch.randn(5, 4)
+
+    def centred(x):
+        proto = bank.mean(0, keepdim=True)
+        return x - proto
+
+    x = torch.randn(3, 4, device=dev)
+    """
+    cell = "y = centred(x)\n"
+    nb, d = _session(setup, cell)
+    assert [c.name for c in d.culprits] == ["bank"], str(d)
+    _first_fix_runs(nb, d, cell)
+    assert nb.ns["y"].device.type == "openreg"
+
+
+def test_a_saved_rng_state_is_never_a_culprit():
+    # a layer keeps the CPU RNG state it restores with torch.set_rng_state: a plain
+    # tensor attribute that must stay on the CPU, beside the one that is misplaced
+    setup = """
+    class Noisy(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 4)
+            self.saved = torch.get_rng_state()
+            self.scale = torch.ones(4)
+
+        def forward(self, x):
+            torch.set_rng_state(self.saved)
+            return self.lin(x) * self.scale
+
+    layer = Noisy().to(dev)
+    x = torch.randn(2, 4, device=dev)
+    """
+    cell = "y = layer(x)\n"
+    nb, d = _session(setup, cell)
+    names = [c.name for c in d.culprits]
+    assert names[:1] == ["layer.scale"] and "layer.saved" not in names, str(d)
+    assert all("saved" not in f.code for f in d.fixes), [f.code for f in d.fixes]

@@ -7,6 +7,7 @@ with ``ast``, never run), calls that leave tensors off the model's device (rule
 
 from __future__ import annotations
 
+import types
 from typing import Any
 
 from ipydevice import registry
@@ -14,7 +15,10 @@ from ipydevice.audits.common import (
     module_to_fix,
     say,
 )
+from ipydevice.code.flow import cpu_arguments
+from ipydevice.code.statements import code_tree
 from ipydevice.collect import probe
+from ipydevice.collect.holders.base import class_dicts
 from ipydevice.collect.paths import format_path
 from ipydevice.collect.scan import Entry
 from ipydevice.diagnosis.culprits import same_device
@@ -40,7 +44,8 @@ def module_problems(entry: Entry, factories: bool = True) -> list[Problem]:
     if sum(1 for s in view.shares() if s.device != probe.UNKNOWN) > 1:  # (unread: no evidence)
         out.append(_split(entry, majority))
     for rel, tensor, owner in view.attributes:
-        out.append(_unregistered(entry, rel, tensor, owner, majority))
+        if not _kept_on_cpu(owner, str(rel[-1][1])):
+            out.append(_unregistered(entry, rel, tensor, owner, majority))
     for rel, members, owner in view.plain_lists:
         out.append(_plain_list(entry, rel, members, owner, majority))
     if factories:
@@ -80,6 +85,19 @@ def _outlier_groups(entry: Entry, majority: str) -> list[str]:
         if name not in names:
             names.append(name)
     return names
+
+
+def _kept_on_cpu(owner: Any, name: str) -> bool:
+    """The class's own methods pass ``self.<name>`` where a call wants it on the CPU
+    (``torch.set_rng_state(self.saved)``): not a tensor ``.to()`` should move."""
+    wanted = f"self.{name}"
+    for namespace in class_dicts(type(owner))[:4]:
+        for value in list(namespace.values())[:64]:
+            code = getattr(value, "__code__", None)
+            parsed = code_tree(code) if isinstance(code, types.CodeType) else None
+            if parsed is not None and wanted in cpu_arguments(parsed[0]):
+                return True
+    return False
 
 
 def _unregistered(entry: Entry, rel: tuple, tensor: Any, owner: Any, majority: str) -> Problem:

@@ -88,8 +88,9 @@ INDEXING = {
     "scatter_add": 1, "scatter_reduce_": 1, "scatter_reduce": 1, "take_along_dim": 0,
 }  # fmt: skip
 #: Calls that want an argument on the CPU whatever the device of the rest: its
-#: position and keyword (``pack_padded_sequence(x, lengths)``).
-CPU_ARGUMENTS = {"pack_padded_sequence": (1, "lengths")}
+#: position and keyword (``pack_padded_sequence(x, lengths)``; an RNG state, a byte
+#: tensor on the CPU even for ``torch.cuda.set_rng_state``).
+CPU_ARGUMENTS = {"pack_padded_sequence": (1, "lengths"), "set_rng_state": (0, "new_state")}
 _MOVES = frozenset({"to", "cuda", "cpu"})
 _NOT_TENSORS = frozenset({"item", "tolist", "numpy", "size", "dim", "numel", "data_ptr"})
 

@@ -57,9 +57,12 @@ def name_sources(
         return False
     for key in list(made):
         held = scan.entries.get(key)
+        value, text, view = reads[key]
+        if held is None and not _a_global(made[key]) and _holds(namespace, text, value):
+            # a global the function read (``memory.expand(...)`` in ``forward``)
+            held = scan.add(value, (("name", text),), "namespace", named=True, user=True)
         if held is None and _a_global(made[key]):
             # code run by exec read it from the namespace: not scanned yet
-            value, text, view = reads[key]
             if _holds(namespace, text, value):  # (a top-level name: no walk needed)
                 held = scan.add(value, (("name", text),), "namespace", named=True, user=True)
             else:

@@ -73,12 +73,13 @@ def _passed(stmt: ast.stmt, argument: str, view: FrameView) -> list[ast.expr]:
 
 
 def kept_on_cpu(views: Sequence[FrameView]) -> set[int]:
-    """Ids of the tensors that the user's functions on the stack pass where a call
-    wants them on the CPU (``lengths`` of ``pack_padded_sequence``): never culprits
-    to move to an accelerator, whatever else is there."""
+    """Ids of the tensors that the functions on the stack (the user's and the
+    libraries') pass where a call wants them on the CPU (``lengths`` of
+    ``pack_padded_sequence``, a layer's saved RNG state): never culprits to move to an
+    accelerator, whatever else is there."""
     found: set[int] = set()
     for view in views:
-        parsed = frame_tree(view) if view.is_user else None
+        parsed = frame_tree(view)
         for text in cpu_arguments(parsed[0]) if parsed is not None else ():
             try:
                 node = ast.parse(text, mode="eval").body

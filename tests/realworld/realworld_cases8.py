@@ -176,7 +176,6 @@ CASES: list[Case] = [
     Case(
         id="reformer-memory-keys-read-from-a-global",
         url="https://github.com/Tencent/NeuralNLP-NeuralClassifier/issues/123",
-        xfail="issue 27 mechanism 2: a global read inside `forward` named as the local it is passed as (`keys in ReadOut.forward`), not `memory`; the first fix moves another tensor and the re-run fails",
         classes=(2,),
         setup="""
         from reformer_pytorch import Reformer
