@@ -1067,7 +1067,7 @@ def test_a_saved_rng_state_is_never_a_culprit():
     x = torch.randn(2, 4, device=dev)
     """
     cell = "y = layer(x)\n"
-    nb, d = _session(setup, cell)
+    _nb, d = _session(setup, cell)
     names = [c.name for c in d.culprits]
     assert names[:1] == ["layer.scale"] and "layer.saved" not in names, str(d)
     assert all("saved" not in f.code for f in d.fixes), [f.code for f in d.fixes]
