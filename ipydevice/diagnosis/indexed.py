@@ -27,6 +27,7 @@ from ipydevice.code.flow import indexing_operands
 from ipydevice.collect import probe
 from ipydevice.collect.frames import FrameView, failing_statement, safe_value
 from ipydevice.collect.scan import Entry, Scan
+from ipydevice.collect.walk import registers
 from ipydevice.diagnosis.demands import Demanded
 from ipydevice.diagnosis.devices import same_device
 from ipydevice.diagnosis.flow import device_flow, moved_module, predicted
@@ -114,14 +115,7 @@ def _registering(held: ast.expr, table: object, view: FrameView) -> object | Non
     if not isinstance(held, ast.Attribute):
         return None
     ok, owner = safe_value(held.value, view.frame)
-    if not ok or not probe.is_module(owner):
-        return None
-    state = probe.module_dict(owner)
-    for slot in ("_parameters", "_buffers"):
-        registered = state.get(slot)
-        if type(registered) is dict and dict.get(registered, held.attr) is table:
-            return owner
-    return None
+    return owner if ok and probe.is_module(owner) and registers(owner, table) else None
 
 
 def _follows(
