@@ -1071,3 +1071,27 @@ def test_a_saved_rng_state_is_never_a_culprit():
     names = [c.name for c in d.culprits]
     assert names[:1] == ["layer.scale"] and "layer.saved" not in names, str(d)
     assert all("saved" not in f.code for f in d.fixes), [f.code for f in d.fixes]
+
+
+def test_a_distribution_kept_by_the_users_own_object_is_named_as_its_attribute():
+    # the outer distribution is held by a class of the user's: the name stops there
+    # (`holder.dist`), at the user's attribute, not at the user's object
+    setup = """
+    from torch.distributions import Independent, Normal
+
+    class Prior:
+        def __init__(self):
+            self.dist = Independent(Normal(torch.zeros(3), torch.ones(3)), 1)
+
+    holder = Prior()
+
+    def loglik(z):
+        return holder.dist.log_prob(z).sum()
+
+    z = torch.randn(5, 3, device=dev)
+    """
+    cell = "ll = loglik(z)\n"
+    nb, d = _session(setup, cell)
+    assert [c.name for c in d.culprits][:1] == ["holder.dist"], str(d)
+    _first_fix_runs(nb, d, cell)
+    assert nb.ns["ll"].device.type == "openreg"

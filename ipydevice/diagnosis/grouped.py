@@ -147,21 +147,15 @@ def _computes(holder: object) -> bool:
 def _outermost(entry: Entry, holder: object, size: int) -> tuple[object, int]:
     """The outermost of the objects that hold ``holder`` attribute by attribute, each
     one that computes too (an ``Independent`` around a ``Uniform``, a mixture around
-    its components): the one the user made and holds. Read from the scan's entries
-    (each holder's entry owns what it holds); no user code runs."""
+    its components): the one the user made and holds. Each step up the scan's owner
+    chain (each holder's entry owns what it holds) is one step back along the
+    culprit's path; no user code runs."""
     node = entry.owner
     while node is not None and node.obj is not holder:
         node = node.owner
-    while node is not None:
+    while node is not None and size > 1:
         above = node.owner
-        if (
-            above is None
-            or len(node.path) < 2
-            or node.path[-1][0] != "attr"
-            or node.path[:-1] != above.path
-            or not _computes(above.obj)
-        ):
+        if above is None or entry.path[size - 1][0] != "attr" or not _computes(above.obj):
             break
-        node = above
-        holder, size = node.obj, len(node.path)
+        node, holder, size = above, above.obj, size - 1
     return holder, size
