@@ -249,9 +249,10 @@ def test_a_distribution_read_through_self_is_named_from_the_users_root_and_moved
         "lp = flow(x)\n",
     )
     names = [f.name for f in d.culprits]
-    # the Normal is one thing to its user, its loc and scale its parts (both moved)
-    assert names == ["flow.base.base_dist"]
-    assert "`loc` and `scale` are on cpu" in d.culprits[0].why
+    # the Independent the user made is one thing to them, the Normal's loc and scale
+    # its parts (both moved)
+    assert names == ["flow.base"]
+    assert "`base_dist.loc` and `base_dist.scale` are on cpu" in d.culprits[0].why
     assert " in Flow.forward" not in str(d)
     assert nb.ns["flow"].base.base_dist.scale.device.type != "cpu"
 
