@@ -64,3 +64,31 @@ def test_a_vmap_ensemble_base_on_meta_is_not_the_target():
     assert d.target == "cuda:0"
     assert [f.name for f in d.culprits][:1] == ["x"]
     assert all("base" not in f.code for f in d.fixes)
+
+
+def test_a_device_asked_for_without_an_index_is_the_backends_current_one():
+    """``encoder.to(torch.device('openreg'))`` of a model built on meta: torch would put
+    it on the backend's current device, so that is the target, with its index
+    (``openreg:0``), as a tensor made there shows it; the fix keeps the user's spelling."""
+    from standin import standin
+
+    nb = Notebook()
+    cell = "encoder = encoder.to(dev)\n"
+    with standin():
+        nb.run(
+            textwrap.dedent(
+                """
+                import torch, torch.nn as nn
+                dev = torch.device("openreg")
+                with torch.device('meta'):
+                    encoder = nn.Sequential(nn.Linear(4, 8), nn.Tanh())
+                """
+            )
+        )
+        d = ipydevice.diagnose(nb.fails(cell), namespace=nb.ns)
+        assert d.family == "meta_device"
+        assert d.target == "openreg:0"
+        assert "to_empty(device=dev)" in d.fixes[0].code
+        assert d.fixes[0].apply(nb.ns).ok
+        assert nb.error(cell) is None
+        assert str(nb.ns["encoder"][0].weight.device) == "openreg:0"

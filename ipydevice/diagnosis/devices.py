@@ -11,7 +11,14 @@ from __future__ import annotations
 import re
 import sys
 
-__all__ = ["SCAN_LIMIT", "device_tokens", "device_type", "normalise_device", "same_device"]
+__all__ = [
+    "SCAN_LIMIT",
+    "device_tokens",
+    "device_type",
+    "normalise_device",
+    "same_device",
+    "with_index",
+]
 
 SCAN_LIMIT = 20_000
 # Every device type normalise_device accepts (torch's DeviceType names plus common
@@ -100,6 +107,24 @@ def same_device(a: str, b: str) -> bool:
     if ":" in a and ":" in b:
         return False
     return device_type(a) == device_type(b)
+
+
+def with_index(device: str) -> str:
+    """Where torch puts a tensor asked for on ``device``: an accelerator type without an
+    index (``cuda``, ``openreg``) means that backend's current device, ``cuda:0`` unless
+    the backend is initialised and says otherwise. Nothing here initialises a backend:
+    an uninitialised one is at index 0, as torch would start it."""
+    if not device.isidentifier() or device in ("cpu", "meta"):
+        return device  # indexed already, or not a device
+    torch = sys.modules.get("torch")
+    backend = getattr(torch, device, None) if torch is not None else None
+    index = 0
+    try:
+        if backend is not None and backend.is_initialized():
+            index = int(backend.current_device())
+    except Exception:  # a backend without the calls, or one broken by the error
+        index = 0
+    return f"{device}:{index}"
 
 
 def normalise_device(token: str) -> str | None:

@@ -31,7 +31,6 @@ CASES: list[Case] = [
     Case(
         id="meta-initialised-model-moved-with-to",
         url="https://github.com/AI4Bharat/IndicF5/issues/28",
-        xfail="issue 27 mechanism 5: the target is spelled `openreg` (the user's variable) where the corpus wants the indexed `openreg:0` (the culprit and the fix are right)",
         classes=(0,),
         setup=OPENREG
         + """

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from ipydevice.collect import probe
 from ipydevice.collect.paths import Path, format_path
+from ipydevice.diagnosis.devices import with_index
 from ipydevice.family import Blame, Family, MessageFacts, wording
 from ipydevice.model import Finding
 
@@ -56,7 +57,7 @@ def requested_device(views: Sequence[FrameView]) -> str:
             except Exception:
                 continue
             if device is not None:
-                return probe.device_str(device)
+                return with_index(probe.device_str(device))
     return ""
 
 
