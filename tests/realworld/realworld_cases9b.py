@@ -398,7 +398,7 @@ CASES: list[Case] = [
     # Verified: Expected all tensors to be on the same device, but found at least two devices,
     # openreg:0 and cpu!
     Case(
-        id="confusion-matrix-accumulated-on-the-cpu",
+        id="confusion-matrix-counts-kept-on-the-cpu",
         url="https://github.com/Lightning-AI/torchmetrics/issues/1865",
         classes=(0,),
         setup=OPENREG
