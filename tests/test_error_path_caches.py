@@ -160,3 +160,24 @@ def test_a_statement_is_walked_once_and_the_facts_kept_are_bounded() -> None:
     for index in range(statements._MAX_STATEMENTS + 10):
         statements.per_statement(statements.load_chains, ast.parse(f"y{index} = x\n").body[0])
     assert len(statements._STATEMENT_FACTS) <= statements._MAX_STATEMENTS
+
+
+def test_a_files_lines_are_hashed_only_when_linecache_reads_them_anew(monkeypatch):
+    """The tree of a block of a file as linecache keeps it is found by the list's
+    identity: the lines are copied and hashed (what torch's 6,000-line files cost on
+    every error) only when the text was read anew; new text is parsed anew."""
+    from ipydevice.code import statements
+
+    calls = []
+    real = statements.parse_block
+    monkeypatch.setattr(
+        statements, "parse_block", lambda *a: calls.append(a[0]) or real(*a), raising=True
+    )
+    lines = ["def f(x):\n", "    return x + 1\n"]
+    first = statements.block_of("<lib>", 1, False, lines)
+    assert statements.block_of("<lib>", 1, False, lines) is first
+    assert calls == ["<lib>"]
+    changed = ["def f(x):\n", "    return x + 2\n"]
+    again = statements.block_of("<lib>", 1, False, changed)
+    assert again is not None and again is not first
+    assert calls == ["<lib>", "<lib>"]

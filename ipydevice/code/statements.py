@@ -20,6 +20,7 @@ from typing import Any
 from ipydevice._debug import contain
 
 __all__ = [
+    "block_of",
     "bound_names",
     "chain_path",
     "chain_text",
@@ -42,14 +43,36 @@ def code_tree(code: CodeType, globals_: Any = None) -> tuple[ast.AST, int] | Non
     lines = linecache.getlines(code.co_filename, globals_)
     if not lines:
         return None
-    return parse_block(code.co_filename, code.co_firstlineno, False, len(lines), tuple(lines))
+    return block_of(code.co_filename, code.co_firstlineno, False, lines)
 
 
 def file_tree(filename: str, lines: Sequence[str]) -> ast.AST | None:
     """The whole of a file's (or a cell's) ``lines``, parsed once per text: the same
     cache as :func:`frame_tree`'s (a cell's top level is parsed whole too)."""
-    parsed = parse_block(filename, 1, True, len(lines), tuple(lines))
+    parsed = block_of(filename, 1, True, lines)
     return parsed[0] if parsed is not None else None
+
+
+#: ``(filename, first line, whole) -> (lines, parsed)``: the text as linecache keeps it.
+_BY_LINES: dict[tuple[str, int, bool], tuple[Sequence[str], tuple[ast.AST, int] | None]] = {}
+
+
+def block_of(
+    filename: str, first: int, whole: bool, lines: Sequence[str]
+) -> tuple[ast.AST, int] | None:
+    """:func:`parse_block` of ``lines`` as linecache (or a view) keeps them: the same
+    list is the same text, so a file's lines are copied and hashed, which costs what
+    the file's length does (torch's ``functional.py`` on every error), only when its
+    text was read anew."""
+    key = (filename, first, whole)
+    hit = _BY_LINES.get(key)
+    if hit is not None and hit[0] is lines:
+        return hit[1]
+    parsed = parse_block(filename, first, whole, len(lines), tuple(lines))
+    if len(_BY_LINES) >= 512:
+        _BY_LINES.clear()
+    _BY_LINES[key] = (lines, parsed)
+    return parsed
 
 
 @functools.lru_cache(maxsize=256)

@@ -30,10 +30,10 @@ from typing import Any
 from ipydevice._debug import contain
 from ipydevice.code.cells import cell_number, is_cell_file
 from ipydevice.code.statements import (
+    block_of,
     chain_text,
     index_nodes,
     load_chains,
-    parse_block,
     per_statement,
     receivers,
     statement_at,
@@ -215,13 +215,11 @@ def frame_tree(view: FrameView) -> tuple[ast.AST, int] | None:
     """The parsed source of the frame's function (or cell) and its line offset."""
     code = view.frame.f_code
     if view.source is not None:  # a wrapper's text: the whole of it runs as one block
-        return parse_block(code.co_filename, 1, True, len(view.source), view.source)
+        return block_of(code.co_filename, 1, True, view.source)
     lines = linecache.getlines(code.co_filename, view.frame.f_globals)
     if not lines:
         return None
-    return parse_block(
-        code.co_filename, code.co_firstlineno, view.is_module_level, len(lines), tuple(lines)
-    )
+    return block_of(code.co_filename, code.co_firstlineno, view.is_module_level, lines)
 
 
 def failing_statement(view: FrameView) -> tuple[ast.stmt, int] | None:
