@@ -181,3 +181,36 @@ def test_a_files_lines_are_hashed_only_when_linecache_reads_them_anew(monkeypatc
     again = statements.block_of("<lib>", 1, False, changed)
     assert again is not None and again is not first
     assert calls == ["<lib>", "<lib>"]
+
+
+def test_the_roots_reach_looks_in_are_picked_by_the_top_level_pass():
+    """Classes, modules and caches (collect/reach.py's roots) are found in the same
+    pass over the namespace's types as the names to walk, not in a second one; the
+    roots are the same either way."""
+    import functools
+    import types
+
+    import torch
+
+    from ipydevice.collect import reach
+    from ipydevice.collect.scan import Scan
+    from ipydevice.settings import Settings
+
+    class Stats:
+        MEAN = torch.zeros(3)
+
+    @functools.cache
+    def table():
+        return torch.ones(2)
+
+    ns = {f"t{i}": torch.zeros(1) for i in range(50)}
+    ns.update(Stats=Stats, table=table, helpers=types.ModuleType("helpers"), n=3, xs=[1])
+    scan = Scan(Settings())
+    scan.add(Stats.MEAN, (("local", "MEAN"),), "f")
+    _, values, _ = scan.namespace_slice(ns)
+    assert scan.root_indexes(values) is None
+    scan.name_from(ns, deep=False)
+    picked = scan.root_indexes(values)
+    assert [list(ns)[i] for i in picked or []] == ["Stats", "table", "helpers"]
+    fresh = Scan(Settings())
+    assert reach._roots(scan, ns) == reach._roots(fresh, ns)

@@ -14,7 +14,6 @@ else the cache's only result), shown as ``get_table(4)`` in ``get_table``'s cach
 from __future__ import annotations
 
 import ast
-import functools
 import gc
 import itertools
 from typing import Any
@@ -22,11 +21,10 @@ from typing import Any
 from ipydevice.collect import probe
 from ipydevice.collect.frames import FrameView, failing_statement, safe_value
 from ipydevice.collect.scan import Scan
+from ipydevice.collect.walk import CACHED
 
 __all__ = ["CACHED", "cached_operands", "cached_results"]
 
-#: the class of ``functools.lru_cache``'s (and ``functools.cache``'s) wrappers
-CACHED: Any = type(functools.lru_cache(maxsize=None)(lambda: None))
 _LITERALS = (int, float, str, bool, type(None))
 
 

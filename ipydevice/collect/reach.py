@@ -47,6 +47,7 @@ from ipydevice.collect.frames import FrameView, is_user_file
 from ipydevice.collect.holders.base import class_dicts
 from ipydevice.collect.paths import Path
 from ipydevice.collect.scan import Scan
+from ipydevice.collect.walk import is_root_kind
 
 __all__ = ["name_frame_chains", "name_from_roots"]
 
@@ -101,11 +102,12 @@ def _roots(scan: Scan, namespace: dict) -> list[tuple[Any, Any]]:
     cache, picked at C speed by type from the names the scan reads: a namespace of
     10,000 tensors costs a pass over their types, not 10,000 steps of Python."""
     keys, values, kinds = scan.namespace_slice(namespace)
-    wanted = {k for k in set(kinds) if k is CACHED or k is types.ModuleType or issubclass(k, type)}
-    if not wanted:
-        return []
+    found = scan.root_indexes(values)  # the top-level naming pass's, read again only without
+    if found is not None:
+        return [(keys[i], values[i]) for i in found]
+    wanted = {k for k in set(kinds) if is_root_kind(k)}
     picked = itertools.compress(range(len(kinds)), map(wanted.__contains__, kinds))
-    return [(keys[i], values[i]) for i in picked]
+    return [(keys[i], values[i]) for i in picked] if wanted else []
 
 
 def _reached(name: str, value: Any, held: dict[int, str], limit: int) -> Iterator[tuple[Path, Any]]:

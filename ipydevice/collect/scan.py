@@ -42,6 +42,7 @@ from ipydevice.collect.walk import (
     classify,
     container_items,
     is_container,
+    is_root_kind,
     is_to_batch,
     kind_of,
     module_children,
@@ -93,6 +94,7 @@ class Scan(ModuleWalks):
         self._roots: tuple[Mapping[str, Any], list[tuple[str, Any, int]]] | None = None
         self._slice: tuple[Mapping[str, Any], list[Any], list[Any], int] | None = None
         self._types: tuple[list[Any], list[type]] | None = None  # the slice's value types
+        self._classes: tuple[list[Any], list[int]] | None = None  # its roots' indexes
         #: the names the failing code reads (a cell's globals, its functions'):
         #: looked up in the namespace before any other name
         self.read_names: dict[str, None] = {}
@@ -118,10 +120,8 @@ class Scan(ModuleWalks):
                 and not entry.parent_kind
                 and (not entry.user or _caller_names_self(entry.path, path))
             ):
-                # A user's frame names it better than torch's (``batch in predict``
-                # rather than ``input in Linear.forward``), and a caller's name better
-                # than a method's ``self`` (``net`` of ``net(x)`` in ``main``); what it
-                # holds follows.
+                # A user's frame names it better than torch's (``batch in predict``, not
+                # ``input in Linear.forward``), a caller's better than ``self``; its parts follow.
                 for _, other in self._rebase(entry, path):
                     other.where = where
                 entry.where, entry.user = where, True
@@ -221,12 +221,9 @@ class Scan(ModuleWalks):
                         continue
                     wanted -= self._rename(entry, (("name", name),))
             return
-        # Objects are named when first reached (breadth first: by their shortest
-        # path). Only objects with something below them (containers, modules,
-        # optimizers) are queued, each once, so every queued item costs exactly
-        # one visit and the queue never holds more than the visits left: a wide
-        # namespace (5,000 lists of 200 items) cannot grow it to a million
-        # entries, and 10,000 tensors in the namespace spend no visits at all.
+        # Named when first reached (breadth first: the shortest path). Only what has
+        # something below it is queued, once: an item costs one visit, the queue never
+        # holds more than the visits left, and 10,000 tensors spend none.
         queued: set[int] = set()
         queue: list[tuple[Any, Path, int]] = []
         dropped = False  # something was left unqueued for want of budget
@@ -253,10 +250,8 @@ class Scan(ModuleWalks):
             queue.append((value, (("name", name),), 0))
         head = 0
         max_depth = self.settings.max_depth
-        # Every child looked at costs (a wide list of experts holds 200 a visit): at
-        # most max_objects of them in one search, so that a search for an object no
-        # name reaches (a tensor made in the failing frame) costs the same in a model
-        # of 10k modules and in one of 100k, and says where it stopped.
+        # Every child looked at costs: at most max_objects in one search, so a search
+        # for what no name reaches costs the same in models of 10k and 100k modules.
         looks = self.settings.max_objects
         while head < len(queue) and wanted and looks > 0 and not self._spent():
             obj, path, depth = queue[head]
@@ -388,6 +383,11 @@ class Scan(ModuleWalks):
         keys, values, _ = self._namespace_slice(namespace)
         return keys, values, self._slice_types(values)
 
+    def root_indexes(self, values: list[Any]) -> list[int] | None:
+        """Indexes of the classes, modules and caches in the slice's ``values`` the
+        top-level naming pass found; None if no pass read them."""
+        return self._classes[1] if self._classes and self._classes[0] is values else None
+
     def _slice_types(self, values: list[Any]) -> list[type]:
         cached = self._types
         if cached is None or cached[0] is not values:
@@ -408,13 +408,10 @@ class Scan(ModuleWalks):
 
     def _picked(self, values: list[Any], types: list[type], wanted: set[int]) -> list[int]:
         """Indexes of the values that walk or are wanted, in namespace order, at C
-        speed; hashes types.
-
-        A wanted object's name holds a value of its exact type: where few names hold
-        a walking type or a wanted object's type (a million ints and strings), only
-        those are given an ``id()`` (an int made for each: 20,000 names, 0.8 ms);
-        where most do (10,000 tensors), every name is, in one pass. A sample of the
-        types decides which; both give the same indexes."""
+        speed; hashes types. Where few names hold a walking or a wanted object's type
+        (a million ints), only those get an ``id()`` (an int made for each: 20,000
+        names, 0.8 ms); where most do (10,000 tensors), every name does, in one pass.
+        A sample of the types decides which; both give the same indexes."""
         distinct = set(types)
         kinds = self._walk_kinds
         for kind in distinct:
@@ -423,19 +420,21 @@ class Scan(ModuleWalks):
         walking = {kind for kind in distinct if kinds[id(kind)][1] == WALK}
         entries = self.entries
         sought = {type(entries[key].obj) for key in wanted if key in entries} & distinct
-        looked = walking | sought
-        if not looked:
+        # classes, modules and caches, which collect/reach.py looks in: found in this pass
+        roots = {kind for kind in distinct if is_root_kind(kind)}
+        looked, everywhere = walking | sought, range(len(values))
+        if not looked and not roots:
+            self._classes = (values, [])
             return []
-        everywhere = range(len(values))
         if sum(map(looked.__contains__, types[::_SAMPLE])) * 4 > len(types) // _SAMPLE:
             flags = map(wanted.__contains__, map(id, values))
-            if walking:
-                flags = map(operator.or_, map(walking.__contains__, types), flags)
-            return list(itertools.compress(everywhere, flags))
-        candidates = itertools.compress(everywhere, map(looked.__contains__, types))
-        if not sought:
-            return list(candidates)
-        return [i for i in candidates if types[i] in walking or id(values[i]) in wanted]
+            if walking or roots:
+                flags = map(operator.or_, map((walking | roots).__contains__, types), flags)
+            picked = list(itertools.compress(everywhere, flags))
+        else:
+            picked = list(itertools.compress(everywhere, map((looked | roots).__contains__, types)))
+        self._classes = (values, [i for i in picked if types[i] in roots])
+        return [i for i in picked if types[i] in walking or id(values[i]) in wanted]
 
     def _picked_slowly(self, values: list[Any], wanted: set[int]) -> list[int]:
         """:meth:`_picked` without hashing anything but ids."""

@@ -6,6 +6,8 @@ children, read without running user code (no ``__getattr__``, ``__iter__`` or
 from __future__ import annotations
 
 import contextlib
+import functools
+import types
 import weakref
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -17,6 +19,16 @@ from ipydevice.collect.paths import Path, is_name
 from ipydevice.collect.reading import dict_items, named_items, plain_name
 
 SKIP_NAMES = frozenset({"In", "Out", "exit", "quit", "get_ipython"})
+
+#: the class of ``functools.lru_cache``'s (and ``functools.cache``'s) wrappers
+CACHED: Any = type(functools.lru_cache(maxsize=None)(lambda: None))
+
+
+def is_root_kind(kind: type) -> bool:
+    """Whether a namespace value of type ``kind`` is a root no walk enters, looked in
+    by name (collect/reach.py): a class, a module or a ``functools`` cache."""
+    return kind is CACHED or kind is types.ModuleType or issubclass(kind, type)
+
 
 #: Module attributes that are torch's own machinery, not user state.
 _MODULE_INTERNALS = frozenset({"_parameters", "_buffers", "_modules", "training"})
