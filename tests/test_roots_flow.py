@@ -1095,3 +1095,63 @@ def test_a_distribution_kept_by_the_users_own_object_is_named_as_its_attribute()
     assert [c.name for c in d.culprits][:1] == ["holder.dist"], str(d)
     _first_fix_runs(nb, d, cell)
     assert nb.ns["ll"].device.type == "openreg"
+
+
+_SMOOTH = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class _Kernel(nn.Module):
+    def __init__(self, k):
+        super().__init__()
+        self.register_buffer('taps', torch.ones(k) / k)
+
+    def forward(self, x):
+        return x * self.taps
+
+
+class Smooth(nn.Module):
+    def __init__(self, k):
+        super().__init__()
+        self._kernel = _Kernel(k)
+
+    def forward(self, x):
+        return self._kernel(x)
+"""
+
+
+def test_a_wrapper_layer_in_a_models_plain_dict_is_named_as_the_wrapper_and_moved_there(
+    tmp_path, monkeypatch
+):
+    """Not julius in a plain list: a library's layer that only wraps a private one
+    (``Smooth`` around ``_kernel``), kept by the user's model in a plain dict,
+    so ``model.to()`` never moves it: named as the layer the user made
+    (``model.smoothers['fine']``), not its private part, and the first fix reaches it."""
+    lib = tmp_path / "site-packages"
+    lib.mkdir()
+    (lib / "minilib_smooth.py").write_text(_SMOOTH)
+    monkeypatch.syspath_prepend(str(lib))
+    setup = """
+        from minilib_smooth import Smooth
+
+        class Denoiser(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.smoothers = {'fine': Smooth(16)}
+                self.out = nn.Linear(16, 16)
+
+            def forward(self, x):
+                return self.out(self.smoothers['fine'](x))
+
+        model = Denoiser().to(dev)
+        """
+    cell = "y = model(torch.randn(2, 1, 16, device=dev))\nloss = y.pow(2).mean()\n"
+    nb, d = _session(setup, cell)
+    assert d.culprits[0].name == "model.smoothers['fine']", str(d)
+    assert d.fixes[0].code.strip() != "model.to(dev)", d.fixes[0]
+    moves = next(f for f in d.fixes if f.scope == "namespace")
+    assert "model.smoothers.values()" in moves.code, moves  # (a dict's loop is over its values)
+    assert moves.apply(nb.ns).ok
+    assert nb.error(cell) is None

@@ -5,6 +5,7 @@ children, read without running user code (no ``__getattr__``, ``__iter__`` or
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import functools
 import types
@@ -13,6 +14,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from ipydevice._debug import contain
+from ipydevice.code.statements import code_tree
 from ipydevice.collect import holders, probe
 from ipydevice.collect.holders.base import own_attribute
 from ipydevice.collect.paths import Path, is_name
@@ -64,6 +66,40 @@ def _own_to(kind: type) -> bool:
     """The class defines ``to`` (found in the class dicts along its MRO, no metaclass
     asked): a batch object whose ``.to()`` returns it moved."""
     return callable(probe.class_attribute(kind, "to"))
+
+
+def to_in_place(kind: type) -> bool:
+    """Whether ``kind``'s own ``.to()`` moves the object in place and returns nothing
+    (torch_pca's ``PCA.to(...) -> None``): declared to return None, or no ``return`` in
+    its source gives a value. Read from the function and its source; nothing runs."""
+    found = _IN_PLACE.get(id(kind))
+    if found is not None and found[0] is kind:
+        return found[1]
+    method = own_attribute(kind, "to")
+    answer = False
+    try:
+        if type(method) is types.FunctionType:
+            declared = method.__annotations__.get("return", "?")
+            parsed = code_tree(method.__code__, method.__globals__)
+            answer = declared in (None, "None", type(None)) or (
+                parsed is not None
+                and not any(
+                    isinstance(node, ast.Return)
+                    and node.value is not None
+                    and not (isinstance(node.value, ast.Constant) and node.value.value is None)
+                    for node in ast.walk(parsed[0])
+                )
+            )
+    except Exception as caught:  # an annotation that fails to evaluate: rebind, as before
+        contain(caught)
+    if len(_IN_PLACE) > 1024:
+        _IN_PLACE.clear()
+    _IN_PLACE[id(kind)] = (kind, answer)
+    return answer
+
+
+#: class id -> (the class, whether its own ``.to()`` moves it in place)
+_IN_PLACE: dict[int, tuple[type, bool]] = {}
 
 
 def is_to_batch(obj: Any) -> bool:

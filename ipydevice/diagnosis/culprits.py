@@ -43,6 +43,7 @@ __all__ = [
     "choose_target",
     "device_variable",
     "named_by_message",
+    "regrouped",
     "same_device",
 ]
 
@@ -56,6 +57,17 @@ class Culprit:
     finding: Finding
     entries: list[Entry]
     owner: Entry | None = None
+
+
+def regrouped(found: list[Culprit], merged: dict[int, Culprit]) -> list[Culprit]:
+    """``found`` with each culprit ``merged`` maps (by id) replaced by its group, the
+    group where the first of its members was."""
+    out: list[Culprit] = []
+    for culprit in found:
+        group = merged.get(id(culprit), culprit)
+        if group not in out:
+            out.append(group)
+    return out
 
 
 @dataclass(eq=False)
@@ -120,7 +132,7 @@ def analyse(
     else:
         target, because = choose_target(facts, scan, analysis, views)
         target, because = _materialised(facts, scan, analysis, namespace, target, because)
-    analysis.target = concrete(target, scan)
+    analysis.target = concrete(target, scan, bool(views))
     if analysis.target and because:
         analysis.target_reason = f"{analysis.target}: {because}"
     _name_optimizer_state(scan)

@@ -19,7 +19,7 @@ from ipydevice.collect import probe
 from ipydevice.collect.paths import format_path
 from ipydevice.collect.roots import follow_path
 from ipydevice.collect.scan import Scan
-from ipydevice.diagnosis.culprits import Culprit
+from ipydevice.diagnosis.culprits import Culprit, regrouped
 from ipydevice.model import Finding
 
 __all__ = ["group_layers"]
@@ -51,8 +51,16 @@ def group_layers(found: list[Culprit], scan: Scan, namespace: Mapping[str, Any])
             continue
         layer = follow_path(path, namespace)
         tensors = _leaf_tensors(layer)
-        if not tensors or {id(t) for t in tensors} != {id(c.entries[0].obj) for c in culprits}:
+        ids = {id(c.entries[0].obj) for c in culprits}
+        if not tensors or {id(t) for t in tensors} != ids:
             continue
+        # a layer that only wraps another (julius' ``LowPassFilter`` around its private
+        # ``_lowpasses``) is the layer the user made: the outermost with the same tensors
+        while len(path) > 2:
+            above = follow_path(path[:-1], namespace)
+            if not probe.is_module(above) or {id(t) for t in _leaf_tensors(above)} != ids:
+                break
+            path, layer = path[:-1], above
         entry = scan.add(layer, path, "namespace")
         if entry is None:
             continue
@@ -74,12 +82,7 @@ def group_layers(found: list[Culprit], scan: Scan, namespace: Mapping[str, Any])
         group = Culprit(finding, [c.entries[0] for c in culprits], owner=entry)
         for culprit in culprits:
             merged[id(culprit)] = group
-    out: list[Culprit] = []
-    for culprit in found:
-        group = merged.get(id(culprit), culprit)
-        if group not in out:
-            out.append(group)
-    return out
+    return regrouped(found, merged)
 
 
 def _leaf_tensors(layer: Any) -> list[Any]:

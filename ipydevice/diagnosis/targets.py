@@ -20,7 +20,7 @@ from ipydevice import registry
 from ipydevice.collect.frames import FrameView, failing_statement
 from ipydevice.collect.paths import format_path
 from ipydevice.collect.scan import Entry, Scan
-from ipydevice.diagnosis.devices import same_device
+from ipydevice.diagnosis.devices import same_device, with_index
 from ipydevice.family import MessageFacts
 
 __all__ = ["choose_target", "concrete", "named_by_message", "same_device"]
@@ -212,8 +212,9 @@ def _receiver(scan: Scan, views: list[FrameView]) -> Entry | None:
     return None
 
 
-def concrete(target: str, scan: Scan) -> str:
-    """``cuda`` becomes ``cuda:N`` when the objects involved show an index."""
+def concrete(target: str, scan: Scan, framed: bool = True) -> str:
+    """``cuda`` becomes ``cuda:N``: the index the objects involved show, else the
+    backend's current device."""
     if not target or ":" in target or target in ("cpu", "meta"):
         return target
     local_rank = os.environ.get("LOCAL_RANK", "")
@@ -221,4 +222,8 @@ def concrete(target: str, scan: Scan) -> str:
         return f"cuda:{local_rank}"  # each torchrun process owns the GPU of its local rank
     seen = Counter(e.device for e in scan.entries.values() if e.kind in _TENSOR_KINDS)
     indexed = [d for d, _ in seen.most_common() if d.startswith(target + ":")]
-    return indexed[0] if indexed else target
+    if indexed:
+        return indexed[0]
+    # nothing there yet: the backend's current device, where torch would put it (a
+    # report from the message alone, ``framed`` False, keeps the message's spelling)
+    return with_index(target) if framed else target

@@ -24,6 +24,7 @@ from typing import Any
 from ipydevice._debug import contain
 from ipydevice.collect import probe
 from ipydevice.collect.paths import format_path, resolve
+from ipydevice.collect.walk import to_in_place
 from ipydevice.fixes.fingerprint import changed
 from ipydevice.fixes.immutable import assign_rebuilding as assign
 from ipydevice.fixes.immutable import in_place, same_kind
@@ -112,6 +113,10 @@ def _move(value: Any, target: str) -> Any:
 
 def _reassign(step: Step, namespace: Any, undo: Undo) -> str:
     value = resolve(step.path, namespace)
+    if not probe.is_tensor(value) and to_in_place(type(value)):
+        undo.attributes(format_path(step.path), value)
+        value.to(step.target)  # its own .to() moves it and returns nothing: keep it
+        return f"moved {format_path(step.path)} to {step.target}"
     moved = value.to(step.target)
     undo.path(step.path)
     assign(step.path, namespace, moved)

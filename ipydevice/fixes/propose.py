@@ -3,18 +3,15 @@
 Three scopes, best first:
 
 * ``namespace``: run once after the error, then re-run the failed cell. Tensors are
-  reassigned (``x = x.to(t)``: ``Tensor.to`` is not in place), modules are moved in
-  place, dict and tuple batches are rebuilt, optimizer state follows its
-  parameters (``step`` excepted), a meta model is materialised with ``to_empty``.
-  Offered only when the name survives a re-run: a name the cell itself rebinds
-  (``for xb, yb in loader``) would come back on the old device.
+  reassigned (``Tensor.to`` is not in place), modules moved in place, batches rebuilt,
+  optimizer state follows its parameters, a meta model is materialised (``to_empty``).
+  Offered only when the name survives a re-run (not ``xb`` of ``for xb, yb in loader``).
 * ``cell``: the failed cell rewritten so that it works from scratch.
 * ``source``: the line to change in a function or class (``device=`` on a factory
   call, ``register_buffer``, ``nn.ModuleList``), with file and line.
 
-Code is built from paths with :mod:`ipydevice.collect.paths` (keys via ``repr``), and
-checked with ``ast.parse``; applying a fix follows its steps on live objects and
-never executes the code text.
+Code is built from paths (:mod:`ipydevice.collect.paths`), checked with ``ast.parse``;
+applying a fix follows its steps on live objects, never executing the code text.
 """
 
 from __future__ import annotations
@@ -32,7 +29,7 @@ from ipydevice.collect.cell import Cell, cell_result, failed_cell
 from ipydevice.collect.frames import FrameView, owns_name
 from ipydevice.collect.paths import Path, format_path, is_name
 from ipydevice.collect.scan import Entry, Scan, descends
-from ipydevice.collect.walk import is_to_batch, registers
+from ipydevice.collect.walk import is_to_batch, registers, to_in_place
 from ipydevice.diagnosis.culprits import (
     Analysis,
     Culprit,
@@ -273,7 +270,8 @@ def _plan_tensor(plan: _Plan, entry: Entry, by_path: dict, target: str) -> None:
         holder = by_path.get(path[:1])
         if holder is not None and probe.is_a(holder.obj, Mapping):
             container = holder.obj
-    if container is not None and len(path) == 2 and _is_batch(container):
+    batch = container is not None and (probe.is_a(container, (dict, list, tuple)) or is_to_batch(container))  # fmt: skip
+    if batch and len(path) == 2:
         # ``batch['x']``: rebuild (or .to()) the whole batch, as the user would.
         holder = by_path.get(path[:1]) or Entry(
             container, path[:1], "namespace", "container", named=True
@@ -327,16 +325,12 @@ def _plan_frozen(plan: _Plan, holder: Entry, fields: tuple[str, ...], target: st
     plan.names.append(text)
 
 
-def _is_batch(obj: Any) -> bool:
-    """A dict, list or tuple, or a mapping with its own ``.to`` (BatchEncoding)."""
-    return probe.is_a(obj, (dict, list, tuple)) or is_to_batch(obj)
-
-
 def _plan_container(plan: _Plan, entry: Entry, target: str) -> None:
     text = format_path(entry.path)
     obj = entry.obj
     if not probe.is_a(obj, (dict, list, tuple)) and is_to_batch(obj):
-        plan.add(Step("reassign", entry.path, target), f"{text} = {text}.to({spell(target)})", text)
+        call = f"{text}.to({spell(target)})"  # (an own .to() that returns nothing: in place)
+        plan.add(Step("reassign", entry.path, target), call if to_in_place(type(obj)) else f"{text} = {call}", text)  # fmt: skip
         return
     if in_place(obj):  # OrderedDict, defaultdict, a user's subclass: kept as it is
         plan.add(
@@ -390,7 +384,8 @@ def _plan_module(plan: _Plan, entry: Entry, by_path: dict, target: str, scan: Sc
             step = Step("module_to", member_path, target)
             if step not in plan.steps:
                 plan.steps.append(step)
-        plan.code.append(f"for m in {text}:\n    m.to({spell(target)})")
+        each = f"{text}.values()" if any(type(p[-1][1]) is str for p, _ in members) else text
+        plan.code.append(f"for m in {each}:\n    m.to({spell(target)})")
         plan.names.append(text)
         return
     owner = _outermost_module(entry, by_path)
@@ -436,10 +431,14 @@ def _plain_list_holding(entry: Entry, scan: Scan) -> tuple[Path, list[tuple[Path
         if other.module is None or not other.named:
             continue
         for list_rel, members, _ in other.module.plain_lists:
-            # the module itself, or one whose own parameter or buffer it is
-            if any(module is entry.obj or registers(module, entry.obj) for _, module in members):
-                base = other.path
-                return (*base, *list_rel), [((*base, *rel), m) for rel, m in members]
+            # the module itself, one whose own parameter or buffer it is, or one below it
+            base = other.path
+            at = [((*base, *rel), m) for rel, m in members]
+            if any(
+                m is entry.obj or registers(m, entry.obj) or entry.path[: len(p)] == p
+                for p, m in at
+            ):
+                return (*base, *list_rel), at
     return None
 
 

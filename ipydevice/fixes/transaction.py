@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from ipydevice.collect import probe
+from ipydevice.collect.holders.base import instance_dict
 from ipydevice.collect.paths import Path, assign, format_path, resolve
 from ipydevice.collect.walk import child_step
 
@@ -68,6 +69,20 @@ class Undo:
                 return False
             holder[key] = was
             return True
+
+        self._undo.append((label, undo))
+
+    def attributes(self, label: str, obj: Any) -> None:
+        """The tensors in ``obj``'s instance dict are about to be replaced in place (an
+        object whose own ``.to()`` moves it)."""
+        state = instance_dict(obj) or {}
+        saved = {k: v for k, v in dict.items(state) if probe.is_tensor(v)}
+
+        def undo() -> bool:
+            changed = [k for k, v in saved.items() if dict.get(state, k) is not v]
+            for key in changed:
+                dict.__setitem__(state, key, saved[key])
+            return bool(changed)
 
         self._undo.append((label, undo))
 

@@ -57,6 +57,7 @@ from ipydevice.diagnosis.message import base_fields as _base_fields
 from ipydevice.diagnosis.message import from_message, message_of, recognise_exception
 from ipydevice.diagnosis.unwrap import Inner, unwrap
 from ipydevice.diagnosis.warned import heed_warnings
+from ipydevice.diagnosis.wholes import group_wholes
 from ipydevice.family import MessageFacts
 from ipydevice.fixes.fingerprint import stamp
 from ipydevice.fixes.propose import propose_fixes
@@ -213,6 +214,9 @@ def analyse_named(
     explain_discarded(analysis.found, views)  # ``x.to(device)`` on its own line
     analysis.found = group_library_objects(analysis.found, namespace)  # ``vae.prior``, ``ema``
     analysis.found = group_layers(analysis.found, scan, namespace)  # ``model.heads['task1']``
+    analysis.found = group_wholes(
+        analysis.found, namespace, views, analysis.target
+    )  # ``fast_weights``
     return analysis
 
 
