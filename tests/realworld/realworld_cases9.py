@@ -205,6 +205,7 @@ CASES: list[Case] = [
     Case(
         id="julius-resampler-moved-to-the-gpu-used-in-a-dataset",
         url="https://github.com/pytorch/pytorch/issues/13775",
+        xfail="issue 27 mechanism 7: a transform moved to the device and called in a Dataset's __getitem__ is taken as placed there; the clip it is given is named and moved, where the author brings the resampler back to the CPU, where loading runs",
         classes=(0,),
         setup="""
         import julius
@@ -315,6 +316,7 @@ CASES: list[Case] = [
     Case(
         id="ncps-wired-cfc-state-carried-on-the-cpu",
         url="https://github.com/benedekrozemberczki/pytorch_geometric_temporal/issues/20",
+        xfail="issue 27 mechanism 6: `stream`, read on the failing line only as the receiver of `.to(device)`, is named; the state tuple passed beside it, which the recurrent cell met, is not",
         classes=(0,),
         setup="""
         from ncps.torch import CfC
@@ -419,6 +421,7 @@ CASES: list[Case] = [
     Case(
         id="torch-pca-queries-from-numpy",
         url="https://github.com/MaartenGr/KeyBERT/pull/181",
+        xfail="issue 27 mechanism 1: the message's expected device (cpu) is taken as the target, and the PCA the user moved with its own `.to()` is named, where the computation (the PCA, `gallery_low`) lives on the device and `queries` from numpy should follow it",
         classes=(0,),
         setup=OPENREG
         + """
