@@ -1155,3 +1155,42 @@ def test_a_wrapper_layer_in_a_models_plain_dict_is_named_as_the_wrapper_and_move
     assert "model.smoothers.values()" in moves.code, moves  # (a dict's loop is over its values)
     assert moves.apply(nb.ns).ok
     assert nb.error(cell) is None
+
+
+def test_a_tensor_read_only_through_its_move_on_the_line_is_no_operand():
+    """Not a recurrent state beside a chunk: a CPU batch read on the failing line only
+    as ``feats[:, :4].to(dev)`` reaches the call moved; the operand the call met on
+    the CPU is the offset beside it, and that is the culprit."""
+    setup = """
+        layer = nn.Linear(4, 3).to(dev)
+        feats = torch.randn(5, 6)
+        offset = torch.zeros(3)
+        """
+    cell = "out = layer(feats[:, :4].to(dev)) + offset\nscore = out.sum()\n"
+    nb, d = _session(setup, cell)
+    assert d.culprits[0].name == "offset", str(d)
+    assert "feats" not in [c.name for c in d.culprits], str(d)
+    _first_fix_runs(nb, d, cell, setup)
+
+
+def test_a_dataclass_records_other_fields_off_the_target_move_with_the_one_named():
+    """Not a KV cache: a training record of the user's whose fields the cell reads one
+    line after another, both made on the CPU: the first fix moves every tensor field off
+    the target, as a dict batch's rebuild does, not only the one the failing line read."""
+    setup = """
+        from dataclasses import dataclass
+
+        @dataclass
+        class Pair:
+            inputs: torch.Tensor
+            labels: torch.Tensor
+            note: str = ''
+
+        net = nn.Linear(6, 3).to(dev)
+        pair = Pair(torch.randn(4, 6), torch.tensor([0, 1, 2, 1]))
+        """
+    cell = "logits = net(pair.inputs)\nloss = nn.functional.cross_entropy(logits, pair.labels)\n"
+    nb, d = _session(setup, cell)
+    assert d.culprits[0].name == "pair.inputs", str(d)
+    assert "pair.labels = pair.labels.to(dev)" in d.fixes[0].code, d.fixes[0]
+    _first_fix_runs(nb, d, cell, setup)

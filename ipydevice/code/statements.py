@@ -25,6 +25,8 @@ __all__ = [
     "chain_path",
     "chain_text",
     "code_tree",
+    "device_moves",
+    "encloses",
     "file_tree",
     "header_nodes",
     "index_nodes",
@@ -109,6 +111,16 @@ def statement_at(tree: ast.AST, lineno: int) -> ast.stmt | None:
     return best
 
 
+def encloses(node: ast.stmt, inner: ast.stmt) -> bool:
+    """Whether ``inner`` is inside ``node``: by their lines first (nodes of one tree
+    nest by position), then by identity, so only the loops around it are walked."""
+    if node is inner or not (
+        node.lineno <= inner.lineno <= (inner.end_lineno or inner.lineno) <= (node.end_lineno or 0)
+    ):
+        return False
+    return any(child is inner for child in ast.walk(node))
+
+
 def iter_statements(tree: ast.AST) -> Iterator[ast.stmt]:
     """Every statement in ``tree``, outer before inner, without visiting expressions
     (what ``ast.walk`` spends most of its time on)."""
@@ -191,6 +203,27 @@ def receivers(stmt: ast.stmt) -> frozenset[str]:
         if isinstance(node, (ast.Name, ast.Attribute, ast.Subscript)):
             (calls if id(node) in callees else other).add(chain_text(node))
     return frozenset(calls - other)
+
+
+def device_moves(stmt: ast.stmt) -> dict[int, ast.expr | None]:
+    """``id(callee) -> device argument`` for the ``.to(...)``/``.cuda()`` calls on a
+    statement's line whose receiver is a chain (``stream[:, 10:20].to(device)``; the
+    callee ``stream[:, 10:20].to`` is the chain :func:`load_chains` gives): the call
+    reads the moved copy, not the receiver. ``.cuda()`` has no argument (None)."""
+    out: dict[int, ast.expr | None] = {}
+    for node in ast.walk(stmt):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+            continue
+        receiver, name = node.func.value, node.func.attr
+        if not isinstance(receiver, (ast.Name, ast.Attribute, ast.Subscript)):
+            continue
+        if name == "cuda" and not node.args:
+            out[id(node.func)] = None
+        elif name == "to":
+            given = node.args[:1] or [k.value for k in node.keywords if k.arg == "device"]
+            if given:
+                out[id(node.func)] = given[0]
+    return out
 
 
 #: What :func:`per_statement` read of the statements met last: (function, statement) ->

@@ -16,6 +16,7 @@ from __future__ import annotations
 import ast
 import gc
 import itertools
+import types
 from typing import Any
 
 from ipydevice.collect import probe
@@ -83,7 +84,7 @@ def cached_operands(scan: Scan, view: FrameView, index: int, innermost: bool) ->
         return
     limit = scan.settings.max_items
     for node in ast.walk(found[0]):
-        if not isinstance(node, ast.Call) or not isinstance(node.func, (ast.Name, ast.Attribute)):
+        if not isinstance(node, ast.Call) or not _may_be_cached(node.func, view):
             continue
         ok, wrapper = safe_value(node.func, view.frame)
         if not ok or type(wrapper) is not CACHED:
@@ -105,6 +106,19 @@ def cached_operands(scan: Scan, view: FrameView, index: int, innermost: bool) ->
             )
             if entry is not None and view.is_module_level:
                 entry.top = True
+
+
+def _may_be_cached(func: ast.expr, view: FrameView) -> bool:
+    """A call's callee that may be a cache's wrapper: a name, or an attribute of a
+    module or a class (a cached function, a cached static method). A method's cache
+    is bound when read through an instance (``self.table``), and is no wrapper then:
+    such callees (most of a ``forward``'s) are not resolved at all."""
+    if isinstance(func, ast.Name):
+        return True
+    if not isinstance(func, ast.Attribute) or not isinstance(func.value, ast.Name):
+        return False
+    ok, base = safe_value(func.value, view.frame)
+    return ok and (type(base) is types.ModuleType or probe.is_a(base, type))
 
 
 def _written(call: ast.Call, view: FrameView) -> str | None:

@@ -14,7 +14,13 @@ from ipydevice import settings as _settings
 from ipydevice.collect import probe
 from ipydevice.collect.caches import cached_operands
 from ipydevice.collect.compiled import failing_frames, is_compile_error, user_code_locations
-from ipydevice.collect.frames import FrameView, line_operands, method_receivers, walk_frames
+from ipydevice.collect.frames import (
+    FrameView,
+    line_operands,
+    method_receivers,
+    moved_on_line,
+    walk_frames,
+)
 from ipydevice.collect.namespace import code_names
 from ipydevice.collect.roots import prefer_held_roots
 from ipydevice.collect.scan import Scan
@@ -119,14 +125,16 @@ def _module_chain(views: list[FrameView]) -> list[Any]:
 
 
 def _collect_user_frame(scan: Scan, view: FrameView, index: int, innermost: bool) -> None:
-    receivers = method_receivers(view)
+    receivers, moved = method_receivers(view), moved_on_line(view)
     for text, value, is_index in line_operands(view):
         path = (("local", text),)
         # An object only called on (``scheduler.add_noise(...)``) is on the line, but
         # its attributes are not what the call read: they do not inherit the flags.
         # A module's or an optimizer's method reads its own tensors (``opt.step()``
         # reads the state): those stay on the line.
-        read = (
+        # A tensor read only through ``.to(device)`` (``x[:, :8].to(device)``): the call
+        # got the moved copy, so it is no operand (nor on the line) wherever it is.
+        read = text not in moved and (
             text not in receivers
             or probe.is_tensor(value)
             or probe.is_module(value)

@@ -32,6 +32,7 @@ from ipydevice.code.cells import cell_number, is_cell_file
 from ipydevice.code.statements import (
     block_of,
     chain_text,
+    device_moves,
     index_nodes,
     load_chains,
     per_statement,
@@ -48,6 +49,7 @@ __all__ = [
     "is_user_file",
     "line_operands",
     "method_receivers",
+    "moved_on_line",
     "owns_name",
     "walk_frames",
 ]
@@ -259,6 +261,31 @@ def method_receivers(view: FrameView) -> set[str]:
     if found is None:
         return set()
     return set(per_statement(receivers, found[0]))
+
+
+def moved_on_line(view: FrameView) -> set[str]:
+    """The chains (as :func:`line_operands` writes them) the failing statement reads
+    only through a move to an accelerator: ``stream`` of ``rnn(stream[:, 10:20].to(device),
+    state)``. The call gets the moved copy; where the chain itself is does not matter."""
+    found = failing_statement(view)
+    moves = per_statement(device_moves, found[0]) if found is not None else {}
+    if not moves:
+        return set()
+    moved: set[str] = set()
+    other: set[str] = set()
+    for node in per_statement(load_chains, found[0]):  # type: ignore[index]
+        resolved = resolvable_prefix(node, view.frame)
+        if resolved is None:
+            continue
+        text = chain_text(resolved[0])
+        if id(node) not in moves:
+            other.add(text)
+            continue
+        device = moves[id(node)]
+        ok, value = safe_value(device, view.frame) if device is not None else (True, "cuda")
+        where = probe.device_str(value) if ok else probe.UNKNOWN
+        (moved if where not in ("cpu", probe.UNKNOWN) else other).add(text)
+    return moved - other
 
 
 def resolvable_prefix(node: ast.AST, frame: FrameType) -> tuple[ast.AST, Any] | None:

@@ -26,6 +26,7 @@ from ipydevice.collect.paths import Path, assign, resolve
 
 __all__ = [
     "assign_rebuilding",
+    "dataclass_tensors",
     "field_value",
     "frozen_fields",
     "in_place",
@@ -45,6 +46,17 @@ def frozen_fields(obj: Any) -> tuple[str, ...] | None:
         for name, field in fields.items()
         if getattr(field, "_field_type", None) is dataclasses._FIELD  # type: ignore[attr-defined]
     )
+
+
+def dataclass_tensors(obj: Any) -> list[tuple[str, Any]]:
+    """``(field, tensor)`` for a dataclass instance's tensor fields (none for anything
+    else, or a class), read without running a property."""
+    kind = type(obj)
+    fields = probe.class_attribute(kind, "__dataclass_fields__")
+    if type(fields) is not dict or probe.is_a(obj, type):
+        return []
+    values = ((name, field_value(obj, name)) for name in list(fields)[:256] if type(name) is str)
+    return [(name, value) for name, value in values if probe.is_tensor(value)]
 
 
 def field_value(obj: Any, name: str) -> Any:

@@ -23,6 +23,7 @@ from typing import Any
 
 from ipydevice import registry
 from ipydevice.code.rewrite import insert_lines_before, parses, replace_span
+from ipydevice.code.statements import encloses
 from ipydevice.code.treefacts import tree_facts
 from ipydevice.collect import probe
 from ipydevice.collect.cell import Cell, cell_result, failed_cell
@@ -42,7 +43,13 @@ from ipydevice.diagnosis.families.meta_device import meta_subtrees
 from ipydevice.family import MessageFacts
 from ipydevice.fixes.checked import FixCheck
 from ipydevice.fixes.history import SPELLING, history_fixes, spell
-from ipydevice.fixes.immutable import field_value, frozen_fields, in_place, replace_is_safe
+from ipydevice.fixes.immutable import (
+    dataclass_tensors,
+    field_value,
+    frozen_fields,
+    in_place,
+    replace_is_safe,
+)
 from ipydevice.fixes.own_to import own_to_fixes
 from ipydevice.fixes.remake import UNMOVABLE, remake_fixes
 from ipydevice.fixes.source import source_fixes
@@ -163,12 +170,10 @@ def _also_needed(cell: Cell, target: str, loops: bool) -> list[str]:
     the namespace at or after it. 0-dim tensors (scalars) stay."""
     stmt = cell.stmt
     names: list[str] = []
-    # The cell is walked once per tree (a cell that defines a model is thousands
-    # of nodes), not once per diagnosis: :mod:`ipydevice.code.treefacts`.
-    read = tree_facts(cell.tree)
+    read = tree_facts(cell.tree)  # walked once per tree, not per diagnosis (code/treefacts)
     if loops:
         for node in read.loops:
-            if _encloses(node, stmt):
+            if encloses(node, stmt):
                 names += [n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)]
     bound = cell.bound
     names += [name for name in read.loads_from(stmt.lineno) if name not in bound]
@@ -194,16 +199,6 @@ def _frame_value(scopes: tuple[Any, Any], name: str) -> Any:
         except Exception:
             return None
     return None
-
-
-def _encloses(node: ast.stmt, inner: ast.stmt) -> bool:
-    """Whether ``inner`` is inside ``node``: by their lines first (nodes of one tree
-    nest by position), then by identity, so only the loops around it are walked."""
-    if node is inner or not (
-        node.lineno <= inner.lineno <= (inner.end_lineno or inner.lineno) <= (node.end_lineno or 0)
-    ):
-        return False
-    return any(child is inner for child in ast.walk(node))
 
 
 def _plan_one(
@@ -293,9 +288,13 @@ def _plan_tensor(plan: _Plan, entry: Entry, by_path: dict, target: str) -> None:
         )
         _plan_container(plan, holder, target)
         return
-    # A plain attribute or item (``batch.inputs`` of a dataclass, ``cfg['x']``).
+    # A plain attribute or item (``batch.inputs`` of a dataclass, ``cfg['x']``); a
+    # dataclass's other tensor fields off the target go with it, as a dict batch's do.
+    siblings = dataclass_tensors(container) if len(path) > 1 and path[-1][0] == "attr" else []
+    for moved in [path, *((*path[:-1], ("attr", f)) for f, t in siblings if not same_device(probe.placement(t)[0], target) and f != path[-1][1])]:  # fmt: skip
+        text = format_path(moved)
+        plan.add(Step("reassign", moved, target), f"{text} = {text}.to({spell(target)})", text)
     text = format_path(path)
-    plan.add(Step("reassign", path, target), f"{text} = {text}.to({spell(target)})", text)
     for slot in entry.slots:  # where the failing code reads it (a closure's cell)
         step = Step("share", slot, target, source=path)
         if step not in plan.steps:

@@ -334,7 +334,6 @@ CASES: list[Case] = [
     ),
     Case(
         id="dataclass-batch-of-spline-coefficients",
-        xfail="issue 27 mechanism 3: the first fix moves `batch.coeffs` alone, but the spline kept its CPU `boundaries`: the re-run fails",
         url="https://github.com/teamtomo/torch-cubic-spline-grids/pull/13",
         classes=(3,),
         setup=OPENREG

@@ -316,7 +316,6 @@ CASES: list[Case] = [
     Case(
         id="ncps-wired-cfc-state-carried-on-the-cpu",
         url="https://github.com/benedekrozemberczki/pytorch_geometric_temporal/issues/20",
-        xfail="issue 27 mechanism 6: `stream`, read on the failing line only as the receiver of `.to(device)`, is named; the state tuple passed beside it, which the recurrent cell met, is not",
         classes=(0,),
         setup="""
         from ncps.torch import CfC

@@ -278,7 +278,7 @@ CASES: list[Case] = [
     Case(
         id="kv-cache-dataclass-allocated-without-a-device",
         url="https://github.com/openai/gpt-oss/issues/271",
-        xfail="issue 27 mechanism 1: a dataclass whose fields the cell reads one by one: `cache.k` is named and moved alone, and `cache.v` fails on the next line (the fix is not completed with the field the flow meets next)",
+        xfail="issue 27 mechanism 3: the first fix moves both fields and runs, but the field the failing line read (`cache.k`) is named where the author names the dataclass; the first corpus names a dict cache's field (`cache['k']`) in the same shape",
         classes=(0,),
         setup="""
         from dataclasses import dataclass
