@@ -157,11 +157,13 @@ def _model_target(top: Entry, scan: Scan) -> tuple[str, bool]:
 def _operand_evidence(scan: Scan, facts: MessageFacts, views: list[FrameView]) -> tuple[str, str]:
     """No model and no expected device: the tensor the failing call was made on
     (``scores`` of ``scores.masked_fill(mask, ...)``), else an accelerator among
-    the operands over the CPU, else the operands' majority."""
+    the operands (the user's line's, and what the failing library line read) over
+    the CPU, else the operands' majority."""
     counts: Counter[str] = Counter()
     first: dict[str, Entry] = {}
+    met = set(scan.met)  # what the failing library line read (``self.components_``) too
     for entry in scan.entries.values():
-        if entry.kind in _TENSOR_KINDS and (entry.operand or entry.on_line):
+        if entry.kind in _TENSOR_KINDS and (entry.operand or entry.on_line or id(entry.obj) in met):
             device, shape = entry.facts.device, entry.facts.shape
             if shape != "()" and device != "?":
                 counts[device] += 1

@@ -420,7 +420,6 @@ CASES: list[Case] = [
     Case(
         id="torch-pca-queries-from-numpy",
         url="https://github.com/MaartenGr/KeyBERT/pull/181",
-        xfail="issue 27 mechanism 1: the message's expected device (cpu) is taken as the target, and the PCA the user moved with its own `.to()` is named, where the computation (the PCA, `gallery_low`) lives on the device and `queries` from numpy should follow it",
         classes=(0,),
         setup=OPENREG
         + """
