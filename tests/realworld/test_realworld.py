@@ -23,6 +23,8 @@ from realworld_cases8 import CASES as CASES8A
 from realworld_cases8b import CASES as CASES8B
 from realworld_cases9 import CASES as CASES9A
 from realworld_cases9b import CASES as CASES9B
+from realworld_cases10 import CASES as CASES10A
+from realworld_cases10b import CASES as CASES10B
 
 pytest.importorskip("transformers")
 pytest.importorskip("peft")
@@ -51,8 +53,11 @@ CASES8 = CASES8A + CASES8B
 #: The ninth corpus (issue 27's seventh blind batch).
 CASES9 = CASES9A + CASES9B
 
+#: The tenth corpus (issue 27's eighth blind batch).
+CASES10 = CASES10A + CASES10B
+
 #: Every corpus.
-ALL = CASES + CASES2 + CASES3 + CASES4 + CASES5 + CASES6 + CASES7 + CASES8 + CASES9
+ALL = CASES + CASES2 + CASES3 + CASES4 + CASES5 + CASES6 + CASES7 + CASES8 + CASES9 + CASES10
 
 #: The rates the first corpus must keep (they only go up).
 FLOORS = {
@@ -155,6 +160,18 @@ LIBRARIES9 = {
     "product_key_memory",
 }
 
+#: The libraries the tenth corpus added.
+LIBRARIES10 = {
+    "torch_lr_finder",
+    "ptwt",
+    "torchinterp1d",
+    "geotorch",
+    "conformer",
+    "torch_kmeans",
+    "torch_dct",
+    "torchjd",
+}
+
 
 def _available(need: str) -> bool:
     """A library the case imports, or ``python>=3.11`` (ExceptionGroup, TaskGroup)."""
@@ -225,7 +242,7 @@ def test_second_corpus_is_new_and_covers_issue_17():
 #: Issue 27's blind batches, in the order they were written: (ordinal, cases, the
 #: libraries the batch added, at least so many device cases, at least so many others,
 #: the mechanisms of issue 27 its cases exercise: the seventh has no dropped ``.to()``;
-#: the ninth's author assigned none).
+#: the ninth's and tenth's authors assigned none).
 BLIND = (
     ("third", CASES3, LIBRARIES3, 30, 5, range(1, 9)),
     ("fourth", CASES4, LIBRARIES4, 24, 3, range(1, 9)),
@@ -234,6 +251,7 @@ BLIND = (
     ("seventh", CASES7, LIBRARIES7, 20, 3, range(1, 8)),
     ("eighth", CASES8, LIBRARIES8, 20, 3, range(1, 9)),
     ("ninth", CASES9, LIBRARIES9, 30, 4, ()),
+    ("tenth", CASES10, LIBRARIES10, 30, 4, ()),
 )
 
 
@@ -277,6 +295,7 @@ def test_rates(capsys):
     outcomes7 = _outcomes(CASES7)
     outcomes8 = _outcomes(CASES8)
     outcomes9 = _outcomes(CASES9)
+    outcomes10 = _outcomes(CASES10)
     with capsys.disabled():
         print("\n" + format_rates(outcomes))
         print(format_rates(outcomes2, "second real-library corpus"))
@@ -287,6 +306,7 @@ def test_rates(capsys):
         print(format_rates(outcomes7, "seventh real-library corpus"))
         print(format_rates(outcomes8, "eighth real-library corpus"))
         print(format_rates(outcomes9, "ninth real-library corpus"))
+        print(format_rates(outcomes10, "tenth real-library corpus"))
     for name, (right, total) in rates(outcomes).items():
         if name in FLOORS and total:
             assert right / total >= FLOORS[name], format_rates(outcomes)
