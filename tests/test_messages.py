@@ -430,6 +430,19 @@ VARIANTS: list[tuple[str, str, str, dict[str, Any]]] = [
         {"family": "op_mismatch", "devices": ()},
     ),
     (
+        # a library's own check, no device named (torchinterp1d's assert)
+        "fallback-library-assertion",
+        "All parameters must be on the same device.",
+        "AssertionError",
+        {"family": "op_mismatch", "devices": ()},
+    ),
+    (
+        "fallback-inputs-not-on-one-device",
+        "ValueError: the query and key tensors are not on the same device",
+        "ValueError",
+        {"family": "op_mismatch", "devices": ()},
+    ),
+    (
         "fake-exc-unknown-text",
         "something went wrong",
         "FakeTensorDeviceMismatchError",

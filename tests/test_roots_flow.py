@@ -1194,3 +1194,41 @@ def test_a_dataclass_records_other_fields_off_the_target_move_with_the_one_named
     assert d.culprits[0].name == "pair.inputs", str(d)
     assert "pair.labels = pair.labels.to(dev)" in d.fixes[0].code, d.fixes[0]
     _first_fix_runs(nb, d, cell, setup)
+
+
+_MINILIB_FIT = """
+import torch
+
+
+def fit(net, batches, loss_fn, device, steps=2):
+    total = 0.0
+    for i, (xb, yb) in enumerate(batches):
+        if i == steps:
+            break
+        loss = loss_fn(net(xb.to(device)), yb.to(device))
+        total = total + loss.detach()  # (no backward: the stand-in's autograd may lack it)
+    return total
+"""
+
+
+def test_a_loaders_dataset_is_never_the_tensor_to_move(tmp_path, monkeypatch):
+    """Not a learning-rate finder: a library's training helper is handed the loader
+    whole; the dataset's tensors it serves stay on the CPU by design (each batch is moved
+    in the loop), so the culprit is the loss's weight the step met, and the first fix
+    moves the loss, not the dataset."""
+    lib = tmp_path / "site-packages"
+    lib.mkdir()
+    (lib / "minilib_fit.py").write_text(_MINILIB_FIT)
+    monkeypatch.syspath_prepend(str(lib))
+    setup = """
+        from torch.utils.data import DataLoader, TensorDataset
+        from minilib_fit import fit
+        net = nn.Linear(5, 3).to(dev)
+        batches = DataLoader(TensorDataset(torch.randn(12, 5), torch.randint(0, 3, (12,))), batch_size=4)
+        loss_fn = nn.CrossEntropyLoss(weight=torch.tensor([1.0, 2.0, 0.5]))
+        """
+    cell = "last = fit(net, batches, loss_fn, dev)\n"
+    nb, d = _session(setup, cell)
+    assert d.culprits[0].name.startswith("loss_fn"), str(d)
+    assert not any("dataset" in c.name for c in d.culprits), str(d)
+    _first_fix_runs(nb, d, cell, setup)

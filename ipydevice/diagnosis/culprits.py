@@ -27,7 +27,7 @@ from ipydevice.collect.scan import Entry, Scan, descends
 from ipydevice.diagnosis.demands import demanded
 from ipydevice.diagnosis.indexed import indexed_follows
 from ipydevice.diagnosis.materials import state_dict_for
-from ipydevice.diagnosis.operands import kept_on_cpu, named_operands
+from ipydevice.diagnosis.operands import kept_on_cpu, loaders_data, named_operands
 from ipydevice.diagnosis.placed import placed_part
 from ipydevice.diagnosis.split import split_part
 from ipydevice.diagnosis.targets import choose_target, concrete, named_by_message, same_device
@@ -148,6 +148,7 @@ def analyse(
         met = named_operands(facts, views)
         found = _rank(_find(scan, analysis), analysis, scan, met)
         kept = set() if same_device(analysis.target, "cpu") else kept_on_cpu(views)
+        kept |= loaders_data([e for c in found for e in c.entries])
         stays = [c for c in found if c.entries and all(id(e.obj) in kept for e in c.entries)]
         analysis.found = [c for c in found if c not in stays] or found
     if followed is not None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Sequence
+from typing import Any
 
 from ipydevice.code.flow import cpu_arguments, indexing_operands
 from ipydevice.collect import probe
@@ -25,7 +26,7 @@ from ipydevice.collect.frames import FrameView, failing_statement, frame_tree, s
 from ipydevice.diagnosis.demands import positional_names
 from ipydevice.family import MessageFacts
 
-__all__ = ["kept_on_cpu", "named_operands"]
+__all__ = ["kept_on_cpu", "loaders_data", "named_operands"]
 
 _INDEX_ARGUMENTS = ("index", "indices")
 
@@ -88,4 +89,23 @@ def kept_on_cpu(views: Sequence[FrameView]) -> set[int]:
             ok, value = safe_value(node, view.frame)
             if ok and probe.is_tensor(value):
                 found.add(id(value))
+    return found
+
+
+def loaders_data(entries: Sequence[Any]) -> set[int]:
+    """Ids of the tensors ``entries`` reached through a ``DataLoader`` (its dataset's
+    ``tensors``, a sampler's state): data a loader serves from the CPU by design, its
+    batches moved by the code that runs them, never culprits to move wholesale."""
+    torch = probe.torch_module()
+    loader = getattr(getattr(getattr(torch, "utils", None), "data", None), "DataLoader", None)
+    if loader is None:
+        return set()
+    found: set[int] = set()
+    for entry in entries:
+        node, steps = entry.owner, 0
+        while node is not None and steps < 16:
+            if probe.is_a(node.obj, loader):
+                found.add(id(entry.obj))
+                break
+            node, steps = node.owner, steps + 1
     return found

@@ -86,8 +86,9 @@ _PLACEMENT_RE = re.compile(
     r"on|device\s+type|device\s+mismatch|is\s+on\s+\w+(?::\d+)?\s*,?\s+but"
 )
 _DIFFERENT_RE = re.compile(
-    r"\b(?:tensors?|arguments?|inputs?|operands?)\b[^.\n]{0,60}?"
-    r"\bon\s+(?:two\s+|multiple\s+)?different\s+(?:devices|gpus)"
+    r"\b(?:tensors?|arguments?|inputs?|operands?|parameters?)\b[^.\n]{0,60}?"
+    r"\b(?:on\s+(?:two\s+|multiple\s+)?different\s+(?:devices|gpus)|(?:must|should|need\s+to)"
+    r"\s+(?:all\s+)?be\s+on\s+the\s+same\s+device|(?:are|were)\s+not\s+(?:all\s+)?on\s+the\s+same\s+device)"
 )
 _ALWAYS_DEVICE = frozenset({"FakeTensorDeviceMismatchError"})
 _NEVER_DEVICE = frozenset({"OutOfMemoryError", "AcceleratorError", "CudaError"})

@@ -28,9 +28,9 @@ from ipydevice.code.treefacts import tree_facts
 from ipydevice.collect import probe
 from ipydevice.collect.cell import Cell, cell_result, failed_cell
 from ipydevice.collect.frames import FrameView, owns_name
-from ipydevice.collect.paths import Path, format_path, is_name
+from ipydevice.collect.paths import format_path, is_name
 from ipydevice.collect.scan import Entry, Scan, descends
-from ipydevice.collect.walk import is_to_batch, registers, to_in_place
+from ipydevice.collect.walk import is_to_batch, to_in_place
 from ipydevice.diagnosis.culprits import (
     Analysis,
     Culprit,
@@ -50,6 +50,7 @@ from ipydevice.fixes.immutable import (
     in_place,
     replace_is_safe,
 )
+from ipydevice.fixes.module_paths import meta_subtree, on_meta, outermost_module, plain_list_holding
 from ipydevice.fixes.own_to import own_to_fixes
 from ipydevice.fixes.remake import UNMOVABLE, remake_fixes
 from ipydevice.fixes.source import source_fixes
@@ -375,7 +376,7 @@ def _in_place_code(text: str, obj: Any, target: str) -> str:
 
 
 def _plan_module(plan: _Plan, entry: Entry, by_path: dict, target: str, scan: Scan) -> None:
-    held = _plain_list_holding(entry, scan)
+    held = plain_list_holding(entry, scan)
     if held is not None:
         list_path, members = held
         text = format_path(list_path)
@@ -387,58 +388,19 @@ def _plan_module(plan: _Plan, entry: Entry, by_path: dict, target: str, scan: Sc
         plan.code.append(f"for m in {each}:\n    m.to({spell(target)})")
         plan.names.append(text)
         return
-    owner = _outermost_module(entry, by_path)
+    owner = outermost_module(entry, by_path, scan)
     if owner is None or (owner.module is not None and owner.module.dispatch_device):
         return
-    if entry.kind in ("module", "parameter", "buffer") and _on_meta(entry) and target != "meta":
+    if entry.kind in ("module", "parameter", "buffer") and on_meta(entry) and target != "meta":
         # A meta tensor has no data to copy: Module.to() raises, to_empty() allocates,
         # and only the meta part must be materialised, not the real weights around it.
-        path = _meta_subtree(entry, owner)
+        path = meta_subtree(entry, owner)
         text = format_path(path)
         code = f"{text}.to_empty(device={spell(target)})  # uninitialised: load the weights next"
         plan.add(Step("to_empty", path, target), code, text)
         return
     text = format_path(owner.path)
     plan.add(Step("module_to", owner.path, target), f"{text}.to({spell(target)})", text)
-
-
-def _on_meta(entry: Entry) -> bool:
-    if entry.module is not None:
-        return entry.module.majority() == "meta"
-    return entry.device == "meta"
-
-
-def _meta_subtree(entry: Entry, owner: Entry) -> Path:
-    """The all-meta subtree of ``owner`` that holds ``entry``."""
-    rel = entry.path[len(owner.path) :]
-    for path in meta_subtrees(owner):
-        if entry.path[: len(path)] == path or path[: len(entry.path)] == entry.path:
-            return path
-    return owner.path if not rel else entry.path
-
-
-def _outermost_module(entry: Entry, by_path: dict) -> Entry | None:
-    for size in range(1, len(entry.path) + 1):
-        candidate = by_path.get(entry.path[:size])
-        if candidate is not None and candidate.module is not None:
-            return candidate
-    return None
-
-
-def _plain_list_holding(entry: Entry, scan: Scan) -> tuple[Path, list[tuple[Path, Any]]] | None:
-    for other in scan.entries.values():
-        if other.module is None or not other.named:
-            continue
-        for list_rel, members, _ in other.module.plain_lists:
-            # the module itself, one whose own parameter or buffer it is, or one below it
-            base = other.path
-            at = [((*base, *rel), m) for rel, m in members]
-            if any(
-                m is entry.obj or registers(m, entry.obj) or entry.path[: len(p)] == p
-                for p, m in at
-            ):
-                return (*base, *list_rel), at
-    return None
 
 
 def _plan_optimizer(plan: _Plan, owner: Entry) -> None:

@@ -54,6 +54,7 @@ CASES: list[Case] = [
     Case(
         id="lr-finder-reset-puts-the-model-back-on-the-cpu",
         url="https://github.com/davidtvs/pytorch-lr-finder/issues/11",
+        xfail="issue 27 mechanism 3: the model is named through the helper that holds it (`lr_finder.model`) where the author writes the user's own name for it (`model`); the fix runs",
         classes=(0,),
         setup=(
             OPENREG
@@ -91,6 +92,7 @@ CASES: list[Case] = [
     Case(
         id="lr-finder-weighted-criterion-never-moved",
         url="https://github.com/fastai/fastai/issues/1715",
+        xfail="issue 27 mechanism 6: the loss's weight is named (`criterion.weight`, as the first corpus names it) where the author names the loss; the fix `criterion.to(device)` cannot make the re-run work, since the failed range test left its optimizer with a scheduler attached",
         classes=(0,),
         setup=OPENREG
         + FINDER
@@ -160,6 +162,7 @@ CASES: list[Case] = [
     Case(
         id="ptwt-wavedec2-per-level-thresholds-in-a-list",
         url="https://github.com/v0lta/PyTorch-Wavelet-Toolbox/pull/19",
+        xfail="issue 27 mechanism 2: a loop variable over a comprehension's zip is named (`thr`) where the author names the list it comes from (`thresholds`); the fix runs",
         classes=(0,),
         setup="""
         import ptwt
@@ -223,6 +226,7 @@ CASES: list[Case] = [
     Case(
         id="interp1d-calibration-curve-kept-in-a-dict",
         url="https://github.com/ion-g-ion/torchTT/pull/36",
+        xfail="issue 27 mechanism 3: the dict's item the call read is named (`calib['x']`) where the author names the dict; the fix moves the dict and runs",
         classes=(0,),
         setup="""
         import numpy as np
@@ -382,6 +386,7 @@ CASES: list[Case] = [
     Case(
         id="torch-kmeans-fitted-on-cpu-reference-predicts-device-embeddings",
         url="https://github.com/DeMoriarty/fast_pytorch_kmeans/pull/4",
+        xfail="issue 27 mechanism 7: the centres torch-kmeans keeps from a CPU fit are read in its own file, which the path check takes for torch's (`/site-packages/torch`): no culprit; the author wants the embeddings on the CPU",
         classes=(0,),
         setup=OPENREG
         + """
@@ -467,6 +472,7 @@ CASES: list[Case] = [
     Case(
         id="torchjd-constant-aggregator-weights-on-the-cpu",
         url="https://github.com/meta-pytorch/torchrec/pull/4513",
+        xfail="issue 27 mechanism 3: the library object's tensor is named (`aggregator.weighting.weights`) where the author names the aggregator; the fix runs",
         classes=(0,),
         setup=OPENREG
         + """
@@ -501,6 +507,7 @@ CASES: list[Case] = [
     Case(
         id="torchjd-mtl-backward-aux-target-left-in-the-batch",
         url="https://github.com/luigibonati/mlcolvar/pull/50",
+        xfail="issue 27 mechanism 8: a dict built in the loop from a loop variable left on the CPU: `y_aux` is named and moved before the line, but the dict holds the old tensor (the fix belongs in the dict's literal)",
         classes=(0,),
         setup=OPENREG
         + """
