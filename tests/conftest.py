@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import linecache
 import os
 
 os.environ["IPYDEVICE_DEBUG"] = "1"
@@ -21,6 +22,15 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 # stop early and add a note the test does not expect. Tests of the budget set
 # their own (tests/test_budget.py); subprocesses keep the default.
 ipydevice_settings.configure(time_budget=60.0)
+
+
+@pytest.fixture(autouse=True)
+def fresh_kernel_cells() -> None:
+    """Each test runs in a fresh kernel: the cells earlier tests registered in linecache
+    (as IPython does) are forgotten, so one test's ``model.to('cpu')`` is no part of the
+    next one's notebook (the placed-part rule reads the notebook's earlier cells)."""
+    for name in [n for n in list(linecache.cache) if str(n).endswith("-test>")]:
+        linecache.cache.pop(name, None)
 
 
 @pytest.fixture
