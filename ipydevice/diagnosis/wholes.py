@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import ast
 import dataclasses
-from collections.abc import Sequence
+import itertools
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ipydevice.collect import probe
@@ -89,17 +90,18 @@ def _tensors(holder: Any) -> list[Any] | None:
     """The tensors a plain container or an object with its own ``.to()`` holds
     directly, read without user code; None for anything else or a wide one."""
     if probe.is_a(holder, dict):
-        values: list[Any] = list(dict.values(holder))
+        values: Iterable[Any] = dict.values(holder)
     elif probe.is_a(holder, list):
-        values = list(list.__iter__(holder))
+        values = list.__iter__(holder)
     elif probe.is_a(holder, tuple):
-        values = list(tuple.__iter__(holder))
+        values = tuple.__iter__(holder)
     elif is_to_batch(holder):
         state = instance_dict(holder)
-        values = list(dict.values(state)) if state is not None else []
+        values = dict.values(state) if state is not None else ()
     else:
         return None
-    tensors = [v for v in values[: _MAX_TENSORS + 1] if probe.is_tensor(v)]
+    # the first items only: a holder of a million is read no further than this
+    tensors = [v for v in itertools.islice(values, _MAX_TENSORS + 1) if probe.is_tensor(v)]
     return tensors if len(tensors) <= _MAX_TENSORS else None
 
 
